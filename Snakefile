@@ -1,0 +1,26 @@
+# mtp-repro: every table and figure of the enabled papers, at the scale of the chosen config.
+#   snakemake -c all all                                  embedded scale (config.yaml)
+#   snakemake -c all all --configfile config/tiny.yaml     tiny scale (minutes)
+#   snakemake --profile slurm all                          paper scale on a Slurm cluster
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/decode.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,158 @@
+"""The side-by-side benchmark protocol: same weights, prompts and threads; warm-up; interleaved order;
+repeats; medians. Speed claims of every paper are measured with this, never with timed unit tests.
+
+Prompts are batched within their category, so per-category speed is measured, not apportioned. In each
+repeat every batch is decoded by every decoder, in an order rotated by batch and repeat, so slow drifts of
+the machine hit all decoders alike. Tokens/s of a decoder is the median over repeats of (new tokens / wall
+time). Lossless decoders are compared token for token with the reference greedy decoder.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .decoding.base import Decoder, GenerationResult, build_decoder
+from .models import LoadedModel
+from .results import decode_stats
+
+log = logging.getLogger(__name__)
+REFERENCE = "greedy"
+
+
+@dataclass
+class BenchPrompt:
+    id: str
+    category: str
+    ids: list[int]
+
+
+def encode_prompts(loaded: LoadedModel, rows: Sequence[dict], chat: bool | None = None) -> list[BenchPrompt]:
+    """Tokenise prompt rows (`id`, `category`, `prompt`); multi-turn rows use their first turn."""
+    return [BenchPrompt(str(r["id"]), r.get("category") or "all", loaded.encode(r["prompt"], chat)) for r in rows]
+
+
+def make_batches(prompts: Sequence[BenchPrompt], batch_size: int) -> list[list[int]]:
+    """Indices of prompts grouped into batches that never mix categories, in first-seen category order."""
+    by_cat: dict[str, list[int]] = defaultdict(list)
+    for i, p in enumerate(prompts):
+        by_cat[p.category].append(i)
+    return [idx[j : j + batch_size] for idx in by_cat.values() for j in range(0, len(idx), batch_size)]
+
+
+def run_bench(
+    loaded: LoadedModel,
+    decoders: dict[str, dict[str, Any]],
+    prompts: Sequence[BenchPrompt],
+    max_new_tokens: int,
+    batch_size: int = 1,
+    warmup: int = 1,
+    repeats: int = 3,
+    threads: int | None = None,
+) -> tuple[dict[str, Any], dict[str, list[GenerationResult]]]:
+    """Benchmark `decoders` (name -> params) side by side.
+
+    Returns the JSON-ready summary and each decoder's generations (of the last repeat) in prompt order.
+    """
+    if threads:
+        torch.set_num_threads(threads)
+    stop = loaded.stop_criteria()
+    built: dict[str, Decoder] = {
+        name: build_decoder(name, loaded.model, loaded.tokenizer, **params) for name, params in decoders.items()
+    }
+    batches = make_batches(prompts, batch_size)
+    names = list(built)
+
+    for _ in range(warmup):
+        for name in names:
+            built[name].generate([prompts[i].ids for i in batches[0]], max_new_tokens, stop)
+
+    gens: dict[str, list[GenerationResult | None]] = {n: [None] * len(prompts) for n in names}
+    seconds: dict[str, list[float]] = {n: [0.0] * repeats for n in names}
+    cat_seconds: dict[str, dict[str, list[float]]] = {n: defaultdict(lambda: [0.0] * repeats) for n in names}
+    for r in range(repeats):
+        for b, idx in enumerate(batches):
+            shift = (b + r) % len(names)
+            for name in names[shift:] + names[:shift]:
+                t0 = time.perf_counter()
+                out = built[name].generate([prompts[i].ids for i in idx], max_new_tokens, stop)
+                dt = time.perf_counter() - t0
+                seconds[name][r] += dt
+                cat_seconds[name][prompts[idx[0]].category][r] += dt
+                for i, g in zip(idx, out):
+                    gens[name][i] = g
+
+    reference = gens.get(REFERENCE)
+    if reference is None:
+        ref = build_decoder(REFERENCE, loaded.model, loaded.tokenizer)
+        reference = [None] * len(prompts)
+        for idx in batches:
+            for i, g in zip(idx, ref.generate([prompts[i].ids for i in idx], max_new_tokens, stop)):
+                reference[i] = g
+
+    summary: dict[str, Any] = {}
+    for name in names:
+        done: list[GenerationResult] = gens[name]  # type: ignore[assignment]
+        total_new = sum(len(g.tokens) for g in done)
+        stats = decode_stats(done)
+        per_cat = {}
+        for cat, secs in cat_seconds[name].items():
+            members = [g for p, g in zip(prompts, done) if p.category == cat]
+            c = decode_stats(members)
+            c["tokens_per_s"] = sum(len(g.tokens) for g in members) / statistics.median(secs)
+            per_cat[cat] = c
+        identical = None
+        if built[name].lossless:
+            identical = all(g.tokens == ref_g.tokens for g, ref_g in zip(done, reference))  # type: ignore[union-attr]
+        summary[name] = {
+            "decoder": built[name].describe(),
+            "tokens_per_s": total_new / statistics.median(seconds[name]),
+            "tokens_per_s_repeats": [total_new / s for s in seconds[name]],
+            "tokens_per_forward": stats["tokens_per_forward"],
+            "forward_passes": stats["forward_passes"],
+            "new_tokens": total_new,
+            "identical_to_greedy": identical,
+            "per_category": per_cat,
+        }
+    for name, row in summary.items():
+        for base in (REFERENCE, "hf-greedy"):
+            row[f"speedup_vs_{base}"] = row["tokens_per_s"] / summary[base]["tokens_per_s"] if base in summary else None
+    summary_all = {
+        "model": loaded.name,
+        "n_prompts": len(prompts),
+        "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size,
+        "warmup": warmup,
+        "repeats": repeats,
+        "threads": torch.get_num_threads(),
+        "decoders": summary,
+    }
+    return summary_all, gens  # type: ignore[return-value]
+
+
+def markdown_table(summary: dict[str, Any]) -> str:
+    """The bench summary as a markdown table, one row per decoder."""
+
+    def fmt(x: float | None, spec: str) -> str:
+        return "-" if x is None else format(x, spec)
+
+    lines = [
+        "| decoder | tok/s | tokens/forward | forwards | new tokens | vs greedy | vs hf-greedy | identical |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in summary["decoders"].items():
+        tpf = r["tokens_per_forward"]
+        ident = {True: "yes", False: "NO", None: "lossy"}[r["identical_to_greedy"]]
+        lines.append(
+            f"| {name} | {r['tokens_per_s']:.2f} | {fmt(tpf['mean'], '.3f')} ± {fmt(tpf['std'], '.3f')} | "
+            f"{r['forward_passes']} | {r['new_tokens']} | {fmt(r['speedup_vs_greedy'], '.3f')}x | "
+            f"{fmt(r['speedup_vs_hf-greedy'], '.3f')}x | {ident} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,80 @@
+"""Pretraining text for paper 2's shards: documents from FineWeb(-Edu), packaged ShareGPT or the synthetic
+math generator, tokenized with a declared model's tokenizer into `shards.write_shards`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ..io import ReadReport, require_text_fields
+from .records import read_records
+from .shards import write_shards
+from .sharegpt import conversation_text, read_sharegpt
+from .synthetic import synthetic_documents
+
+log = logging.getLogger(__name__)
+_check_text = require_text_fields("text")
+
+
+def fineweb_documents(path: str, name: str | None, on_bad_row: str, report: ReadReport) -> Iterator[str]:
+    """The `text` field of a streamed dataset: a hub id (`HuggingFaceFW/fineweb-edu`, config `name`) or a local
+    directory of JSONL/Parquet files (name: null), both through `datasets.load_dataset(..., streaming=True)`."""
+    for row in read_records(path, _check_text, on_bad_row, report, name=name, split="train", streaming=True):
+        yield row["text"]
+
+
+def sharegpt_documents(on_bad_row: str, report: ReadReport, path: str | os.PathLike | None = None) -> Iterator[str]:
+    """One document per ShareGPT conversation: all its turn texts (conversations without text are left out)."""
+    for item in read_sharegpt(path, on_bad_row, report):
+        text = conversation_text(item)
+        if text:
+            yield text
+
+
+def pretrain_documents(spec: dict, seed: int, on_bad_row: str, report: ReadReport) -> Iterator[str]:
+    """Documents of a `pretrain_text` dataset spec (`source`: fineweb | sharegpt | synthetic)."""
+    source = spec["source"]
+    if source == "fineweb":
+        return fineweb_documents(spec["path"], spec.get("name"), on_bad_row, report)
+    if source == "sharegpt":
+        return sharegpt_documents(on_bad_row, report)
+    if source == "synthetic":
+        return synthetic_documents(seed)
+    raise ValueError(f"unknown pretraining source {source!r} (fineweb, sharegpt, synthetic)")
+
+
+def source_description(spec: dict, seed: int) -> dict:
+    """What the index records about where the text came from."""
+    if spec["source"] == "fineweb":
+        return {"kind": "fineweb", "path": spec["path"], "name": spec.get("name")}
+    if spec["source"] == "synthetic":
+        return {"kind": "synthetic", "seed": seed}
+    return {"kind": spec["source"]}
+
+
+def prepare_shards(
+    spec: dict,
+    tokenizer: Any,
+    out_dir: str | os.PathLike,
+    *,
+    tokenizer_name: str,
+    seed: int,
+    on_bad_row: str = "error",
+) -> dict:
+    """Write the token shards and index.json of a `pretrain_text` dataset; returns the index."""
+    report = ReadReport(spec["path"] if spec["source"] == "fineweb" else f"packaged {spec['source']}")
+    index = write_shards(
+        pretrain_documents(spec, seed, on_bad_row, report),
+        tokenizer,
+        out_dir,
+        spec["max_tokens"],
+        spec["shard_tokens"],
+        tokenizer_name=tokenizer_name,
+        source=source_description(spec, seed),
+        read_report=report,
+    )
+    if report.skipped:
+        log.warning("skipped %d bad rows (see index.json)", report.skipped)
+    return index

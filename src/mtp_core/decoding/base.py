@@ -1,0 +1,111 @@
+"""The one decoder interface every method of every paper implements, and its result type.
+
+A `Decoder` wraps a loaded causal LM and its tokenizer and turns a batch of tokenised prompts into one
+`GenerationResult` per prompt. Conventions shared by all decoders:
+
+* `accepted[i]` is the number of new tokens emitted by forward pass i, the prefill included (the prefill of a
+  plain decoder emits one token), so `forward_passes == len(accepted)` and, before stop trimming,
+  `sum(accepted) >= len(tokens)`.
+* `tokens` holds the generated ids up to and including the token that ended generation (an EOS id or the
+  token completing a stop string), as `model.generate` returns them; nothing after a stop is kept.
+* Times are wall-clock seconds of the whole batch the prompt was decoded in (`prefill_s` for the prompt
+  forward, `decode_s` for everything after), so tokens/s of a batch is sum(new tokens) / (prefill + decode).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+DECODERS: dict[str, type["Decoder"]] = {}
+
+
+def register_decoder(name: str) -> Callable[[type["Decoder"]], type["Decoder"]]:
+    """Class decorator: make a decoder available by `name` to the bench CLI, lm-eval and the rules."""
+
+    def wrap(cls: type[Decoder]) -> type[Decoder]:
+        if name in DECODERS and DECODERS[name] is not cls:
+            raise ValueError(f"decoder {name!r} registered twice")
+        cls.name = name
+        DECODERS[name] = cls
+        return cls
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class StopCriteria:
+    """When to stop a row: any of `eos_ids`, or any of `stop_strings` appearing in the decoded output."""
+
+    eos_ids: tuple[int, ...] = ()
+    stop_strings: tuple[str, ...] = ()
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[int]
+    accepted: list[int]
+    prompt_tokens: int
+    prefill_s: float
+    decode_s: float
+    stop_reason: str  # "eos" | "stop_string" | "length"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def forward_passes(self) -> int:
+        return len(self.accepted)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return len(self.tokens) / max(1, self.forward_passes)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["forward_passes"] = self.forward_passes
+        d["tokens_per_forward"] = self.tokens_per_forward
+        return d
+
+
+class Decoder(ABC):
+    """Base class of every decoding method.
+
+    Subclasses set `lossless` (True: output must equal reference greedy token for token; False: lossy, e.g.
+    Static-k) and implement `generate` for one batch. Constructor keyword arguments are the method's
+    parameters; they are recorded in every result file through `params`.
+    """
+
+    name: ClassVar[str] = "?"
+    lossless: ClassVar[bool] = True
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.params = params
+
+    @abstractmethod
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
+    ) -> list[GenerationResult]:
+        """Decode one batch of tokenised prompts (no padding; the decoder pads as it needs)."""
+
+    def generate_all(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria, batch_size: int = 1
+    ) -> list[GenerationResult]:
+        """Decode many prompts in batches of `batch_size`, in the given order."""
+        out: list[GenerationResult] = []
+        for i in range(0, len(prompts), batch_size):
+            out.extend(self.generate(prompts[i : i + batch_size], max_new_tokens, stop))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "lossless": self.lossless, "params": dict(self.params)}
+
+
+def build_decoder(name: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:
+    if name not in DECODERS:
+        raise KeyError(f"unknown decoder {name!r}; registered: {', '.join(sorted(DECODERS))}")
+    return DECODERS[name](model, tokenizer, **params)

@@ -1,0 +1,99 @@
+"""Reference greedy decoding: the lossless baseline every other decoder is checked against.
+
+KV-cached, batched with left padding; rows that stop are dropped from the batch (their cache rows are
+removed), so a batch costs what its live rows cost. Produces the same tokens as
+`model.generate(do_sample=False)` on the same batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from .base import Decoder, GenerationResult, StopCriteria, register_decoder
+from .batch import left_pad, positions_from_mask
+from .cache import select_rows
+from .stopping import StopTracker
+
+
+def pad_id_of(tokenizer) -> int:
+    pad = tokenizer.pad_token_id
+    if pad is None:
+        pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    return int(pad)
+
+
+@register_decoder("greedy")
+class GreedyDecoder(Decoder):
+    """Argmax decoding, one token per forward. Params: `prune_finished` (default True)."""
+
+    lossless = True
+
+    @torch.inference_mode()
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
+    ) -> list[GenerationResult]:
+        prune = bool(self.params.get("prune_finished", True))
+        device = next(self.model.parameters()).device
+        ids, mask = left_pad(prompts, pad_id_of(self.tokenizer))
+        ids, mask = ids.to(device), mask.to(device)
+        pos = positions_from_mask(mask)
+        n = len(prompts)
+        tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
+        steps = [0] * n
+        cache = DynamicCache(config=self.model.config)
+
+        # without padding the model takes its cheaper causal path: no mask tensor is built per step
+        padded = bool((mask == 0).any())
+        t0 = time.perf_counter()
+        logits = self.model(
+            input_ids=ids,
+            attention_mask=mask if padded else None,
+            position_ids=pos,
+            past_key_values=cache,
+            logits_to_keep=1,
+        ).logits
+        nxt = logits[:, -1].argmax(-1)
+        t1 = time.perf_counter()
+
+        live = torch.arange(n, device=device)  # original row of each batch row
+        last_pos = pos[:, -1]
+        while True:
+            nxt_list = nxt.tolist()
+            for b, row in enumerate(live.tolist()):
+                tracker.feed(row, [nxt_list[b]])
+                steps[row] += 1
+            keep = [b for b, row in enumerate(live.tolist()) if not tracker.done(row)]
+            if not keep:
+                break
+            if prune and len(keep) < len(live):
+                k = torch.tensor(keep, device=device)
+                select_rows(cache, k)
+                live, mask, nxt, last_pos = live[k], mask[k], nxt[k], last_pos[k]
+                padded = bool((mask == 0).any())
+            if padded:
+                mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
+            last_pos = last_pos + 1
+            logits = self.model(
+                input_ids=nxt[:, None],
+                attention_mask=mask if padded else None,
+                position_ids=last_pos[:, None],
+                past_key_values=cache,
+                logits_to_keep=1,
+            ).logits
+            nxt = logits[:, -1].argmax(-1)
+        t2 = time.perf_counter()
+        return [
+            GenerationResult(
+                tokens=tracker.tokens[i],
+                accepted=[1] * steps[i],
+                prompt_tokens=len(prompts[i]),
+                prefill_s=t1 - t0,
+                decode_s=t2 - t1,
+                stop_reason=tracker.reason[i] or "length",
+            )
+            for i in range(n)
+        ]

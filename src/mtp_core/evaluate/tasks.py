@@ -1,0 +1,87 @@
+"""Local lm-eval tasks over the pipeline's own data, and the task manager that finds them.
+
+Local tasks are YAML templates shipped in `mtp_core/evaluate/tasks/`; lm-eval needs absolute `data_files`
+paths, so `write_task_yaml` copies a template into a working directory with the absolute path of the data
+filled in. Every other task name is an lm-eval built-in (e.g. `gsm8k_cot` at paper scale) and passes through.
+
+Task -> data: `synthetic_math_cot` reads the test split (`results/data/<dataset>/test.jsonl`) of the first
+dataset of kind `synthetic_math` declared in the config (`task_dataset`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..io import read_jsonl, require_text_fields
+
+TEMPLATE_DIR = Path(__file__).parent / "tasks"
+DATA_PLACEHOLDER = "__TEST_JSONL__"
+
+
+@dataclass(frozen=True)
+class LocalTask:
+    template: str  # file in TEMPLATE_DIR
+    dataset_kind: str  # `kind` of the config dataset whose test split the task reads
+    fields: tuple[str, ...]  # row fields the prompt and target use
+
+
+LOCAL_TASKS: dict[str, LocalTask] = {
+    "synthetic_math_cot": LocalTask("synthetic_math_cot.yaml", "synthetic_math", ("query", "answer")),
+}
+
+
+def is_local_task(task: str) -> bool:
+    return task in LOCAL_TASKS
+
+
+def task_dataset(config: dict, task: str) -> str | None:
+    """The config dataset whose test split local `task` reads (the first declared dataset of the task's
+    kind); None for lm-eval built-in tasks, which bring their own data."""
+    if not is_local_task(task):
+        return None
+    kind = LOCAL_TASKS[task].dataset_kind
+    for name, ds in config["datasets"].items():
+        if ds["kind"] == kind:
+            return name
+    raise ValueError(f"evaluation.tasks: task {task!r} needs a dataset of kind {kind!r} in `datasets`")
+
+
+def check_task_data(task: str, test_path: str | os.PathLike) -> int:
+    """Validate the data of local `task` (cheap; run it before loading a model); returns the row count.
+
+    Raises `io.BadRowError` naming file and row for a row without the fields the task uses.
+    """
+    rows = sum(1 for _ in read_jsonl(test_path, validate=require_text_fields(*LOCAL_TASKS[task].fields)))
+    if rows == 0:
+        raise ValueError(f"{test_path}: no rows for task {task!r}")
+    return rows
+
+
+def write_task_yaml(task: str, test_path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """Materialise the template of local `task` into `out_dir` with the absolute path of its test split."""
+    if not is_local_task(task):
+        raise KeyError(f"{task!r} is not a local task (local: {', '.join(sorted(LOCAL_TASKS))})")
+    text = (TEMPLATE_DIR / LOCAL_TASKS[task].template).read_text()
+    out = Path(out_dir) / LOCAL_TASKS[task].template
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text.replace(DATA_PLACEHOLDER, json.dumps(str(Path(test_path).resolve()))))
+    return out
+
+
+def task_manager_for(
+    task: str, test_path: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None
+):
+    """A `TaskManager` that resolves `task`: for a local task, one that sees only its materialised YAML in
+    `out_dir` (which must outlive the evaluation); for a built-in, lm-eval's default index."""
+    from lm_eval.tasks import TaskManager
+
+    if not is_local_task(task):
+        return TaskManager()
+    if test_path is None or out_dir is None:
+        raise ValueError(f"local task {task!r} needs its test split and a directory for its YAML")
+    check_task_data(task, test_path)
+    write_task_yaml(task, test_path, out_dir)
+    return TaskManager(include_path=str(out_dir), include_defaults=False)

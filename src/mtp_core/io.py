@@ -1,0 +1,146 @@
+"""File I/O shared by every step: atomic writes, robust JSONL reading with file/row errors, hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class BadRowError(ValueError):
+    """A bad input row; the message names the file and the 1-based row number."""
+
+    def __init__(self, path: str | os.PathLike, row: int, reason: str):
+        super().__init__(f"{path}: row {row}: {reason}")
+        self.path, self.row, self.reason = str(path), row, reason
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """Write rows as JSON lines atomically; returns the number of rows written."""
+    n = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
+            n += 1
+    return n
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+@dataclass
+class ReadReport:
+    """What a tolerant read skipped: counts per reason and the first few examples (file:row: reason)."""
+
+    path: str
+    rows_read: int = 0
+    skipped: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add_skip(self, err: BadRowError) -> None:
+        self.skipped += 1
+        if len(self.examples) < 10:
+            self.examples.append(str(err))
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "rows_read": self.rows_read, "skipped": self.skipped, "examples": self.examples}
+
+
+def read_jsonl(
+    path: str | os.PathLike,
+    validate: Callable[[dict], None] | None = None,
+    on_bad_row: str = "error",
+    report: ReadReport | None = None,
+) -> Iterator[dict]:
+    """Yield the JSON objects of a JSONL file.
+
+    Undecodable lines, non-object lines and rows that `validate` rejects (by raising ValueError) raise
+    BadRowError naming the file and row, or with on_bad_row="skip" are counted in `report` and logged.
+    Blank lines are ignored.
+    """
+    if on_bad_row not in ("error", "skip"):
+        raise ValueError(f"on_bad_row must be 'error' or 'skip', got {on_bad_row!r}")
+    report = report if report is not None else ReadReport(str(path))
+    with open(path, "rb") as f:
+        for row_no, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                try:
+                    row = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                    raise BadRowError(path, row_no, f"undecodable line ({e})") from None
+                if not isinstance(row, dict):
+                    raise BadRowError(path, row_no, f"expected a JSON object, got {type(row).__name__}")
+                if validate is not None:
+                    try:
+                        validate(row)
+                    except ValueError as e:
+                        raise BadRowError(path, row_no, str(e)) from None
+            except BadRowError as e:
+                if on_bad_row == "error":
+                    raise
+                report.add_skip(e)
+                log.warning("skipping %s", e)
+                continue
+            report.rows_read += 1
+            yield row
+
+
+def require_text_fields(*fields: str) -> Callable[[dict], None]:
+    """A row validator: each field must be present and a non-empty string."""
+
+    def check(row: dict) -> None:
+        for name in fields:
+            if name not in row or row[name] is None:
+                raise ValueError(f"missing field {name!r}")
+            if not isinstance(row[name], str):
+                raise ValueError(f"field {name!r} must be a string, got {type(row[name]).__name__}")
+            if not row[name].strip():
+                raise ValueError(f"field {name!r} is empty")
+
+    return check
+
+
+def stable_hash(obj: Any, length: int = 12) -> str:
+    """Hash of a JSON-serialisable object, independent of dict order."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]

@@ -1,0 +1,246 @@
+"""One loader for every model source: HF hub id, local directory, packaged GGUF, tiny random config.
+
+`prepare_base_model` materialises the sources that need it (the packaged GGUF is dequantised once; a tiny
+random model is initialised once) as an HF checkpoint under `results/models/base/<name>/`, so every later
+load is a plain `from_pretrained` of a local directory. Tokenizer, chat template, EOS/stop ids and dtype
+travel with the model in `LoadedModel`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .decoding.base import StopCriteria
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+# ChatML, the template of SmolLM2 and Qwen; tiny models use it without a default system turn.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+@dataclass
+class LoadedModel:
+    """A model with everything a decoder or trainer needs to use it the way it was trained."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    chat_template: bool
+    eos_ids: tuple[int, ...]
+    stop_strings: tuple[str, ...] = ()
+    spec: dict = field(default_factory=dict)
+    load_s: float = 0.0
+
+    def render(self, prompt: str | list[dict], chat: bool | None = None) -> str:
+        """Prompt text as the model sees it: the chat template (with generation prompt) or the raw text."""
+        chat = self.chat_template if chat is None else chat
+        if isinstance(prompt, list) and not chat:
+            raise ValueError("a list of chat turns needs the chat template")
+        if not chat:
+            return prompt  # type: ignore[return-value]
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, prompt: str | list[dict], chat: bool | None = None) -> list[int]:
+        """Token ids of a prompt; a BOS is added only where the tokenizer adds one to raw text."""
+        chat = self.chat_template if chat is None else chat
+        text = self.render(prompt, chat)
+        return self.tokenizer(text, add_special_tokens=not chat).input_ids
+
+    def stop_criteria(self, extra_stop_strings: tuple[str, ...] | list[str] = ()) -> StopCriteria:
+        strings = tuple(dict.fromkeys([*self.stop_strings, *extra_stop_strings]))
+        return StopCriteria(eos_ids=self.eos_ids, stop_strings=strings)
+
+
+def package_file(package: str, file: str) -> Path:
+    """Path of a data file shipped inside an installed package (e.g. the SmolLM2 GGUF)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed (it ships {file})")
+    path = Path(next(iter(spec.submodule_search_locations))) / file
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found in package {package!r}")
+    return path
+
+
+def eos_ids_of(model: Any, tokenizer: Any) -> tuple[int, ...]:
+    ids: list[int] = []
+    gen = getattr(model, "generation_config", None)
+    eos = getattr(gen, "eos_token_id", None) if gen is not None else None
+    for e in eos if isinstance(eos, (list, tuple)) else [eos]:
+        if e is not None:
+            ids.append(int(e))
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    return tuple(dict.fromkeys(ids))
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """The reversible byte -> printable character map of byte-level BPE tokenizers."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def tiny_tokenizer() -> Any:
+    """A byte-level tokenizer (3 ChatML specials + 256 bytes) for tiny random models: offline, lossless."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(TINY_SPECIAL_TOKENS)}
+    for b, ch in _bytes_to_unicode().items():
+        vocab[ch] = len(TINY_SPECIAL_TOKENS) + b
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    core.add_special_tokens(list(TINY_SPECIAL_TOKENS))
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|im_end|>", bos_token=None, unk_token=None
+    )
+    tok.chat_template = CHATML_TEMPLATE
+    return tok
+
+
+def tiny_model(spec: dict) -> Any:
+    """A randomly initialised Llama or Qwen3 causal LM of a few M parameters, deterministic in `init_seed`.
+
+    The vocabulary is padded to a multiple of 64 above the tokenizer's 259 ids, so the embedding matrix has
+    spare rows (as Qwen's does), and weights use a wide init so that argmax decisions are not near-ties.
+    """
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
+
+    common = dict(
+        vocab_size=320,
+        hidden_size=spec["hidden_size"],
+        intermediate_size=spec["intermediate_size"],
+        num_hidden_layers=spec["num_layers"],
+        num_attention_heads=spec["num_heads"],
+        num_key_value_heads=spec["num_kv_heads"],
+        max_position_embeddings=spec["max_position_embeddings"],
+        tie_word_embeddings=spec["tie_word_embeddings"],
+        initializer_range=0.2,
+        bos_token_id=None,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    if spec["arch"] == "llama":
+        cfg = LlamaConfig(**common)
+    else:
+        cfg = Qwen3Config(head_dim=spec["hidden_size"] // spec["num_heads"], **common)
+    cpu_rng = torch.random.get_rng_state()
+    torch.manual_seed(spec["init_seed"])
+    try:
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    finally:
+        torch.random.set_rng_state(cpu_rng)
+    model.generation_config.eos_token_id = 2
+    model.generation_config.pad_token_id = 2
+    return model
+
+
+def _from_gguf(spec: dict) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = package_file(spec["package"], spec["file"])
+    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    # the weights are dequantised to float32 on load; drop the GGUF marker so they save as a plain checkpoint
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model, tok
+
+
+def prepare_base_model(spec: dict, out_dir: str | os.PathLike) -> Path:
+    """Write the HF checkpoint of a `gguf` or `tiny` model to `out_dir` (atomically: temp dir, rename)."""
+    out_dir = Path(out_dir)
+    if spec["source"] == "gguf":
+        model, tok = _from_gguf(spec)
+    elif spec["source"] == "tiny":
+        model, tok = tiny_model(spec), tiny_tokenizer()
+    else:
+        raise ValueError(f"model source {spec['source']!r} is loaded directly, nothing to prepare")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out_dir
+
+
+def checkpoint_location(spec: dict, base_dir: str | os.PathLike | None) -> tuple[str, dict]:
+    """Where `from_pretrained` finds this model, and extra keyword arguments for it."""
+    src = spec["source"]
+    if src == "hub":
+        return spec["id"], {"revision": spec.get("revision")}
+    if src == "local":
+        return spec["path"], {}
+    if base_dir is None:
+        raise ValueError(f"model {spec.get('name')!r} ({src}) needs its prepared checkpoint directory")
+    return str(base_dir), {}
+
+
+def load_model(
+    spec: dict,
+    base_dir: str | os.PathLike | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    device: str | torch.device = "cpu",
+    dtype: str | None = None,
+) -> LoadedModel:
+    """Load a declared model.
+
+    `base_dir` is the prepared checkpoint of a gguf/tiny model (`results/models/base/<name>`); `checkpoint`
+    overrides the location entirely (a trained student saved in HF format).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    if checkpoint is not None:
+        where, kwargs = str(checkpoint), {}
+    else:
+        where, kwargs = checkpoint_location(spec, base_dir)
+    torch_dtype = DTYPES[dtype or spec.get("dtype", "float32")]
+    tok = AutoTokenizer.from_pretrained(where, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs).to(device).eval()
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    loaded = LoadedModel(
+        name=spec.get("name", where),
+        model=model,
+        tokenizer=tok,
+        chat_template=bool(spec.get("chat_template", True)) and tok.chat_template is not None,
+        eos_ids=eos_ids_of(model, tok),
+        stop_strings=tuple(spec.get("stop_strings", ())),
+        spec=spec,
+        load_s=time.perf_counter() - t0,
+    )
+    log.info("loaded %s from %s in %.1fs", loaded.name, where, loaded.load_s)
+    return loaded

@@ -1,0 +1,48 @@
+"""Tables (CSV + markdown) and figures (PNG + PDF) from result JSONs; `make_table`/`make_figure` are what the
+workflow scripts call."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from .figures import decoding_speed_figure, grouped_bars, new_figure, save_figure, scatter_tradeoff, style
+from .load import ResultFileError, category_frame, format_params, load_results, metrics_frame
+from .tables import Table, decoding_table, evaluation_table, format_pm, pivot_pm, write_table
+
+TABLES: dict[str, Callable[[pd.DataFrame], Table]] = {
+    "decoding": decoding_table,
+    "evaluation": lambda frame: evaluation_table(metrics_frame(frame), frame),
+}
+FIGURES: dict[str, Callable[[pd.DataFrame, str, str], None]] = {"decoding_speed": decoding_speed_figure}
+log = logging.getLogger(__name__)
+
+
+def make_table(name: str, results: Sequence[str | os.PathLike], csv: str, md: str) -> None:
+    """Build table `name` (a key of TABLES) from result JSONs; write `csv` and `md` (same stem)."""
+    if name not in TABLES:
+        raise ValueError(f"unknown table {name!r}; known: {sorted(TABLES)}")
+    if not (str(csv).endswith(".csv") and str(md) == str(csv)[:-4] + ".md"):
+        raise ValueError(f"table outputs must be <stem>.csv and <stem>.md, got {csv!r} and {md!r}")
+    table = TABLES[name](load_results(results))
+    write_table(table, str(csv)[:-4])
+    log.info("table %s: %d result files -> %d rows in %s, %s", name, len(results), len(table.data), csv, md)
+
+
+def make_figure(name: str, results: Sequence[str | os.PathLike], png: str, pdf: str) -> None:
+    """Build figure `name` (a key of FIGURES) from result JSONs; write `png` and `pdf`."""
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}; known: {sorted(FIGURES)}")
+    FIGURES[name](load_results(results), png, pdf)
+    log.info("figure %s: %d result files -> %s, %s", name, len(results), png, pdf)
+
+
+__all__ = [
+    "FIGURES", "TABLES", "ResultFileError", "Table", "category_frame", "decoding_speed_figure",
+    "decoding_table", "evaluation_table", "format_params", "format_pm", "grouped_bars", "load_results",
+    "make_figure", "make_table", "metrics_frame", "new_figure", "pivot_pm", "save_figure",
+    "scatter_tradeoff", "style", "write_table",
+]

@@ -1,0 +1,52 @@
+"""Shared fixtures: tiny random models (Llama and Qwen3) prepared once per session, offline."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+TINY_SPEC = {
+    "source": "tiny",
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": True,
+    "init_seed": 0,
+    "chat_template": True,
+    "dtype": "float32",
+}
+
+
+def tiny_spec(arch: str = "llama", **overrides) -> dict:
+    return {**TINY_SPEC, "arch": arch, "name": f"tiny-{arch}", **overrides}
+
+
+@pytest.fixture(scope="session", params=["llama", "qwen3"])
+def tiny_loaded(request, tmp_path_factory):
+    """A prepared and loaded tiny model of each architecture."""
+    from mtp_core.models import load_model, prepare_base_model
+
+    spec = tiny_spec(request.param)
+    d = prepare_base_model(spec, tmp_path_factory.mktemp(f"tiny-{request.param}") / "model")
+    return load_model(spec, base_dir=d)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory):
+    from mtp_core.models import load_model, prepare_base_model
+
+    spec = tiny_spec("llama")
+    d = prepare_base_model(spec, tmp_path_factory.mktemp("tiny-llama-only") / "model")
+    return load_model(spec, base_dir=d)

@@ -1,0 +1,89 @@
+"""Config validation: the three shipped configs pass; wrong types, unknown scales, missing model/data
+entries and unknown decoders fail with a message naming the key; defaults are filled."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from mtp_core.config import ConfigError, config_hash, load_config, validate_config
+
+from ..conftest import REPO
+
+CONFIGS = ["config.yaml", "config/tiny.yaml", "config/paper.yaml"]
+
+
+@pytest.fixture(scope="module")
+def tiny_raw():
+    return yaml.safe_load((REPO / "config/tiny.yaml").read_text())
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_shipped_configs_validate(path):
+    cfg = load_config(REPO / path)
+    assert cfg["scale"] in ("tiny", "embedded", "paper")
+    assert all("enabled" in p for p in cfg["papers"].values())
+
+
+def test_defaults_are_filled(tiny_raw):
+    cfg = validate_config(copy.deepcopy(tiny_raw))
+    assert cfg["evaluation"]["bootstrap_iters"] == 1000
+    assert cfg["models"]["tiny-llama"]["max_position_embeddings"] == 2048
+    assert cfg["datasets"]["math"]["augmentations"]["fobar"] == 1
+    assert cfg["datasets"]["pretrain"]["shard_tokens"] == 8000
+
+
+def bad(raw, mutate):
+    cfg = copy.deepcopy(raw)
+    mutate(cfg)
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda c: c.update(scale="huge"), "scale"),
+        (lambda c: c.update(threads="two"), "threads"),
+        (lambda c: c["decoding"].update(max_new_tokens=1.5), "max_new_tokens"),
+        (lambda c: c["models"]["tiny-llama"].update(arch="gpt2"), "arch"),
+        (lambda c: c["models"]["tiny-llama"].update(hiden_size=3), "hiden_size"),
+        (lambda c: c["models"].update(m={"source": "hub"}), "id"),
+        (lambda c: c["datasets"]["math"].update(validation_fraction=1.5), "validation_fraction"),
+        (lambda c: c.pop("evaluation"), "evaluation"),
+        (lambda c: c["papers"].update(p1={}), "enabled"),
+        (lambda c: c.update(unknown_section=1), "unknown_section"),
+    ],
+)
+def test_schema_errors_name_the_key(tiny_raw, mutate, key):
+    with pytest.raises(ConfigError, match=key):
+        validate_config(bad(tiny_raw, mutate))
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c["decoding"].update(model="nope"), r"decoding\.model: model 'nope'"),
+        (lambda c: c["evaluation"].update(model="nope"), r"evaluation\.model: model 'nope'"),
+        (lambda c: c["decoding"].update(prompt_sets=["math", "nope"]), r"decoding\.prompt_sets\[1\]"),
+        (lambda c: c["datasets"]["pretrain"].update(tokenizer="nope"), r"datasets\.pretrain\.tokenizer"),
+        (lambda c: c["prompt_sets"]["math"].update(dataset="nope"), r"prompt_sets\.math\.dataset"),
+        (lambda c: c["prompt_sets"]["math"].update(dataset="humaneval"), r"not a math dataset"),
+        (lambda c: c["datasets"].pop("sharegpt"), r"needs a dataset of kind 'sharegpt'"),
+        (lambda c: c["evaluation"]["decoders"].update(nope={}), r"evaluation\.decoders: unknown decoder 'nope'"),
+        (lambda c: c["datasets"].pop("math") and c["prompt_sets"].pop("math")
+         and c["decoding"].update(prompt_sets=["code"]), r"evaluation\.tasks\[0\]"),
+    ],
+)
+def test_reference_errors_name_the_key(tiny_raw, mutate, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(bad(tiny_raw, mutate))
+
+
+def test_config_hash_is_stable_and_sensitive(tiny_raw):
+    a = validate_config(copy.deepcopy(tiny_raw))
+    b = validate_config(copy.deepcopy(tiny_raw))
+    assert config_hash(a) == config_hash(b)
+    b["seed"] = 1
+    assert config_hash(a) != config_hash(b)

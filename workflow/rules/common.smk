@@ -1,0 +1,144 @@
+# Helpers only (no rules): config validation, names of files, and the target list of `rule all`.
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from mtp_core.config import ConfigError, check_references, config_hash, model_spec
+from mtp_core.evaluate.tasks import task_dataset
+
+
+validate(config, "../schemas/config.schema.yaml")
+try:
+    check_references(config)
+except ConfigError as e:
+    raise WorkflowError(f"invalid config: {e}")
+
+SCALE = config["scale"]
+CONFIG_HASH = config_hash(config)
+RESULTS = "results"
+LOGS = f"{RESULTS}/logs"
+PREPARED_SOURCES = ("gguf", "tiny")
+
+
+def wildcard_choice(names):
+    """A wildcard constraint accepting exactly these names."""
+    import re
+
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def prepared_models():
+    return [n for n, m in config["models"].items() if m["source"] in PREPARED_SOURCES]
+
+
+def model_dir(name):
+    """Prepared HF checkpoint of a gguf/tiny model, or None for hub/local models (loaded where they are)."""
+    if config["models"][name]["source"] in PREPARED_SOURCES:
+        return f"{RESULTS}/models/base/{name}"
+    return None
+
+
+def model_input(name):
+    """Input list of a rule that loads model `name`."""
+    d = model_dir(name)
+    return [d] if d else []
+
+
+def dataset_kind(name):
+    return config["datasets"][name]["kind"]
+
+
+def datasets_of_kind(*kinds):
+    return [n for n, ds in config["datasets"].items() if ds["kind"] in kinds]
+
+
+def dataset_on_bad_row(name):
+    return config["datasets"][name].get("on_bad_row", config["on_bad_row"])
+
+
+def math_split(name, split):
+    return f"{RESULTS}/data/{name}/{split}.jsonl"
+
+
+def shard_index(name):
+    return f"{RESULTS}/data/{name}/shards/index.json"
+
+
+def prompt_file(name):
+    return f"{RESULTS}/prompts/{name}.jsonl"
+
+
+def decode_result(model, task, decoder):
+    """Result JSON of a foundation lm-eval run: results/decode/base/<model>/<task>/<decoder>.json"""
+    return f"{RESULTS}/decode/base/{model}/{task}/{decoder}.json"
+
+
+def decode_prompts_result(model, prompt_set, decoder):
+    """Result JSON of a foundation prompt-set run: results/decode/base/<model>/prompts-<set>/<decoder>.json"""
+    return f"{RESULTS}/decode/base/{model}/prompts-{prompt_set}/{decoder}.json"
+
+
+def decode_prompts_results():
+    d = config["decoding"]
+    return [
+        decode_prompts_result(d["model"], ps, dec) for ps in d["prompt_sets"] for dec in d["decoders"]
+    ]
+
+
+def evaluation_results():
+    e = config["evaluation"]
+    return [decode_result(e["model"], task, dec) for task in e["tasks"] for dec in e["decoders"]]
+
+
+def eval_inputs(wildcards):
+    """Model checkpoint and, for local tasks, the test split the task reads."""
+    inputs = {"model": model_input(wildcards.model)}
+    dataset = task_dataset(config, wildcards.task)
+    if dataset is not None:
+        inputs["data"] = math_split(dataset, "test")
+    return inputs
+
+
+def all_targets():
+    """Every table and figure of `rule all` (the foundation's decoding tables; papers add theirs)."""
+    targets = [
+        f"{RESULTS}/tables/base/decoding.csv",
+        f"{RESULTS}/tables/base/evaluation.csv",
+        f"{RESULTS}/figures/base/decoding_speed.png",
+    ]
+    targets += [f"{RESULTS}/data/{n}/split_report.json" for n in datasets_of_kind("synthetic_math", "metamathqa")]
+    targets += [shard_index(n) for n in datasets_of_kind("pretrain_text")]
+    return targets
+
+
+# ---- data preparation helpers (used by workflow/rules/data.smk) ----
+
+
+def dataset_local_inputs(name):
+    """Local files or directories a dataset reads (MetaMathQA / GSM8K files, a FineWeb directory), as rule
+    inputs so that editing them reruns the preparation; hub ids are not files and give nothing."""
+    ds = config["datasets"][name]
+    paths = [ds.get("path"), ds.get("test", {}).get("path")] if ds["kind"] in ("metamathqa", "pretrain_text") else []
+    return [p for p in paths if p and Path(p).exists()]
+
+
+def prompt_set_inputs(wildcards):
+    """Named inputs of a prompt set: the math test split (source math) or the user file (source jsonl)."""
+    ps = config["prompt_sets"][wildcards.prompt_set]
+    if ps["source"] == "math":
+        return {"math_test": math_split(ps["dataset"], "test")}
+    if ps["source"] == "jsonl":
+        return {"jsonl": ps["path"]}
+    return {}
+
+
+def prompt_set_on_bad_row(name):
+    """on_bad_row of the dataset a prompt set reads (math: its dataset; humaneval / sharegpt / specbench: the
+    dataset of that kind, ShareGPT's for specbench), else the global setting."""
+    ps = config["prompt_sets"][name]
+    if ps["source"] == "math":
+        return dataset_on_bad_row(ps["dataset"])
+    kind = {"humaneval": "humaneval", "sharegpt": "sharegpt", "specbench": "sharegpt"}.get(ps["source"])
+    names = datasets_of_kind(kind) if kind else []
+    return dataset_on_bad_row(names[0]) if names else config["on_bad_row"]

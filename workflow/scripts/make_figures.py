@@ -1,0 +1,16 @@
+"""Snakemake script: one figure from result JSONs, as PNG and PDF.
+
+snakemake.input.results  list of result JSONs (schema: mtp_core.results)
+snakemake.params.figure  figure name, a key of mtp_core.report.FIGURES: "decoding_speed"
+snakemake.output.png     the PNG
+snakemake.output.pdf     the PDF
+snakemake.log            optional; the first file receives the log
+"""
+
+import logging
+
+from mtp_core.report import make_figure
+
+if snakemake.log:  # noqa: F821
+    logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)  # noqa: F821
+make_figure(snakemake.params.figure, list(snakemake.input.results), snakemake.output.png, snakemake.output.pdf)  # noqa: F821

@@ -1,0 +1,16 @@
+"""Snakemake script: one table from result JSONs, as CSV (raw numbers) and markdown (`mean ± err` cells).
+
+snakemake.input.results  list of result JSONs (schema: mtp_core.results)
+snakemake.params.table   table name, a key of mtp_core.report.TABLES: "decoding" | "evaluation"
+snakemake.output.csv     <stem>.csv
+snakemake.output.md      <stem>.md (same stem as the CSV)
+snakemake.log            optional; the first file receives the log
+"""
+
+import logging
+
+from mtp_core.report import make_table
+
+if snakemake.log:  # noqa: F821
+    logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)  # noqa: F821
+make_table(snakemake.params.table, list(snakemake.input.results), snakemake.output.csv, snakemake.output.md)  # noqa: F821

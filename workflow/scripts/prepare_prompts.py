@@ -1,0 +1,23 @@
+"""Build one prompt set and its report (`mtp_core.data.prepare_prompt_set`).
+
+snakemake.params: name, spec (the prompt set's config entry), seed, on_bad_row; snakemake.input.math_test
+(source math; source jsonl reads spec.path, also the rule's input); snakemake.output: prompts, report.
+"""
+
+import logging
+import sys
+
+from mtp_core.data import prepare_prompt_set
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+sys.stderr = open(smk.log[0], "w", buffering=1)
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+prepare_prompt_set(
+    smk.params.name,
+    dict(smk.params.spec),
+    smk.output.prompts,
+    smk.output.report,
+    seed=smk.params.seed,
+    on_bad_row=smk.params.on_bad_row,
+    math_test=getattr(smk.input, "math_test", None),
+)

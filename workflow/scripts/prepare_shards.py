@@ -1,0 +1,35 @@
+"""Tokenize a `pretrain_text` dataset into token shards + index.json (`mtp_core.data.prepare_shards`).
+
+snakemake.params: spec (the dataset's config entry), model (the tokenizer model's spec, with its name),
+model_dir (its prepared checkpoint for gguf/tiny models, else None), seed, on_bad_row;
+snakemake.output.index: the shard directory's index.json.
+"""
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+# the Rust tokenizer's thread pool follows the job's threads (set before tokenizers is imported)
+os.environ["RAYON_NUM_THREADS"] = str(smk.threads)
+os.environ["TOKENIZERS_PARALLELISM"] = "true" if smk.threads > 1 else "false"
+
+from transformers import AutoTokenizer  # noqa: E402
+
+from mtp_core.data import prepare_shards  # noqa: E402
+from mtp_core.models import checkpoint_location  # noqa: E402
+
+sys.stderr = open(smk.log[0], "w", buffering=1)
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+model = dict(smk.params.model)
+where, kwargs = checkpoint_location(model, smk.params.model_dir)
+tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+prepare_shards(
+    dict(smk.params.spec),
+    tokenizer,
+    Path(smk.output.index).parent,
+    tokenizer_name=model["name"],
+    seed=smk.params.seed,
+    on_bad_row=smk.params.on_bad_row,
+)
