@@ -7,7 +7,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The default scale. A `--configfile` on the command line (or in a profile) replaces it instead of being
+# deep-merged into it, so that models and datasets of another scale never leak into this one.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 report: "workflow/report/workflow.rst"

@@ -24,7 +24,8 @@ def mm_row(i: int, seed: int | None = None, type_: str = "GSM_AnsAug") -> dict:
 
 
 def good_rows(n_seeds: int = 10) -> list[dict]:
-    return [mm_row(10 * s + k, seed=s, type_=t) for s in range(n_seeds) for k, t in enumerate(("GSM_AnsAug", "GSM_Rephrased"))]
+    types = ("GSM_AnsAug", "GSM_Rephrased")
+    return [mm_row(10 * s + k, seed=s, type_=t) for s in range(n_seeds) for k, t in enumerate(types)]
 
 
 def write_jsonl(path: Path, lines: list) -> Path:
@@ -111,7 +112,9 @@ def test_gsm8k_local_bad_rows(tmp_path):
         list(load_gsm8k_test(str(path)))
     report = ReadReport(str(path))
     rows = list(load_gsm8k_test(str(path), on_bad_row="skip", report=report))
-    assert rows == [{"query": "Q1?", "response": "x\n#### 3", "answer": "3", "type": "GSM8K", "original_question": "Q1?"}]
+    assert rows == [
+        {"query": "Q1?", "response": "x\n#### 3", "answer": "3", "type": "GSM8K", "original_question": "Q1?"}
+    ]
     assert report.skipped == 1
 
 

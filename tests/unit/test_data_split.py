@@ -50,7 +50,9 @@ def test_split_is_deterministic_and_independent_of_row_order():
     assert val_groups(split_by_group(rows, 0.1, split_seed=4)) != val_groups(a)
 
 
-@pytest.mark.parametrize("n, fraction, expected", [(0, 0.5, 0), (1, 0.5, 0), (2, 0.01, 1), (10, 0.99, 9), (40, 0.05, 2)])
+@pytest.mark.parametrize(
+    "n, fraction, expected", [(0, 0.5, 0), (1, 0.5, 0), (2, 0.01, 1), (10, 0.99, 9), (40, 0.05, 2)]
+)
 def test_validation_group_count(n, fraction, expected):
     assert validation_group_count(n, fraction) == expected
 
@@ -89,3 +91,23 @@ def test_prepare_math_synthetic_writes_splits_and_report(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
     # deterministic
     assert build_math(SPEC, seed=0)[0]["validation"] == rows["validation"]
+
+
+def test_prepare_math_script(tmp_path, monkeypatch):
+    """The workflow script writes the four outputs into the report's directory."""
+    import runpy
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(sys, "stderr", sys.stderr)  # the script redirects it to the log file
+    out = tmp_path / "data" / "math"
+    smk = SimpleNamespace(
+        log=[str(tmp_path / "log.txt")],
+        output=SimpleNamespace(report=str(out / "split_report.json")),
+        params=SimpleNamespace(spec=SPEC, seed=0, on_bad_row="error"),
+    )
+    script = Path(__file__).resolve().parents[2] / "workflow" / "scripts" / "prepare_math.py"
+    runpy.run_path(str(script), init_globals={"snakemake": smk}, run_name="__main__")
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["split_report.json", "test.jsonl", "train.jsonl", "validation.jsonl"]

@@ -20,7 +20,9 @@ AUG = {"answer_augmentation": 2, "rephrasing": 1, "self_verification": 1, "fobar
 TRAIN_FIELDS = {"query", "response", "type", "original_question"}
 BINARY = re.compile(r"(?<![\w.])(\d+) ([-+*/]) (\d+) = (\d+)(?!\w|\.\d)")
 ANSWER = re.compile(r"#### (-?\d+)\nThe answer is: (-?\d+)$")
-FOBAR_GIVEN = re.compile(r"If we know the answer to the above question is (\d+), what is the value of unknown variable X\?$")
+FOBAR_GIVEN = re.compile(
+    r"If we know the answer to the above question is (\d+), what is the value of unknown variable X\?$"
+)
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": Fraction}
 
 

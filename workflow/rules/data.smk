@@ -78,3 +78,21 @@ rule prepare_prompts:
         mem_mb=4000,
     script:
         "../scripts/prepare_prompts.py"
+
+
+# A prompt file with a `url` (Spec-Bench's question.jsonl at paper scale) is downloaded once when missing.
+for _name, _ps in config["prompt_sets"].items():
+    if _ps["source"] == "jsonl" and _ps.get("url"):
+
+        rule:
+            name:
+                f"fetch_prompts_{_name}"
+            output:
+                _ps["path"],
+            params:
+                url=_ps["url"],
+            log:
+                f"{LOGS}/data/fetch_prompts/{_name}.log",
+            localrule: True
+            script:
+                "../scripts/fetch_url.py"

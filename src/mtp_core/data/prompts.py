@@ -39,8 +39,9 @@ _check_math = require_text_fields("query", "answer")
 _check_humaneval = require_text_fields("task_id", "prompt")
 
 
-def prompt_row(id: str, category: str, turns: Sequence[str], source: str, answer: str | None = None) -> dict:
-    row = {"id": str(id), "category": category, "prompt": turns[0], "turns": list(turns), "source": source}
+def prompt_row(row_id: str, category: str, turns: Sequence[str], source: str, answer: str | None = None) -> dict:
+    """A prompt row (see the module docstring); `answer` only where a reference answer exists."""
+    row = {"id": str(row_id), "category": category, "prompt": turns[0], "turns": list(turns), "source": source}
     if answer is not None:
         row["answer"] = answer
     return row
@@ -114,7 +115,9 @@ def first_human_turns(conversations: Iterable[dict], filters: Counter) -> list[t
 
 
 def conversation_prompts(conversations: Iterable[dict], filters: Counter) -> list[dict]:
-    return [prompt_row(i, CATEGORY_CONVERSATION, [text], "sharegpt") for i, text in first_human_turns(conversations, filters)]
+    """First human turns (see `first_human_turns`) as prompts of category `conversation`."""
+    turns = first_human_turns(conversations, filters)
+    return [prompt_row(i, CATEGORY_CONVERSATION, [text], "sharegpt") for i, text in turns]
 
 
 def normalise_prompt_row(row: dict, default_id: str = "") -> dict:
@@ -157,7 +160,9 @@ def jsonl_prompts(path: str | os.PathLike, on_bad_row: str, report: ReadReport) 
     return rows
 
 
-def write_prompt_set(rows: list[dict], report: dict, out_path: str | os.PathLike, report_path: str | os.PathLike) -> None:
+def write_prompt_set(
+    rows: list[dict], report: dict, out_path: str | os.PathLike, report_path: str | os.PathLike
+) -> None:
     """Write the prompts (JSONL) and then the report (JSON), both atomically."""
     atomic_write_jsonl(out_path, rows)
     atomic_write_json(report_path, report)

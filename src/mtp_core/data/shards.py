@@ -6,13 +6,15 @@ Layout of a shard directory:
                                             documents follow each other, each followed by the EOS id, and
                                             may continue across shard boundaries
     index.json                              dtype, vocab_size, eos_id, tokenizer, source, per-shard file /
-                                            tokens / docs (documents that end in the shard), totals, reads
+                                            tokens / docs (documents that end in the shard), totals, and the
+                                            read report of the text source (skipped bad rows)
 Shards are written under temporary names and renamed at the end; index.json is written last, so its
 presence means a complete set.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from ..io import ReadReport, atomic_write_json
 
@@ -35,15 +38,12 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.uint32)
 
 
-def _batches(items: Iterable[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def _encoded(documents: Iterable[str], tokenizer: Any, eos: int, batch_size: int) -> Iterator[np.ndarray]:
+    """Token ids of each document (no special tokens) followed by `eos`, tokenized in batches."""
+    docs = iter(documents)
+    while batch := list(itertools.islice(docs, batch_size)):
+        for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]:
+            yield np.asarray([*ids, eos], dtype=np.int64)
 
 
 class _ShardSink:
@@ -123,20 +123,17 @@ def write_shards(
     sink = _ShardSink(out_dir, dtype, shard_tokens)
     total = docs = 0
     truncated = False
+    progress = tqdm(total=max_tokens, unit="tok", unit_scale=True, mininterval=10, desc="tokenizing")
     try:
-        for batch in _batches(documents, batch_size):
-            for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]:
-                ids = np.asarray([*ids, eos], dtype=np.int64)
-                if ids.max() >= np.iinfo(dtype).max + 1:
-                    raise ValueError(f"token id {int(ids.max())} does not fit {dtype.name} (vocab_size {vocab_size})")
-                room = max_tokens - total
-                truncated = len(ids) > room
-                ids = ids[:room]
-                sink.add(ids.astype(dtype), ends_document=not truncated)
-                total += len(ids)
-                docs += not truncated
-                if total == max_tokens:
-                    break
+        for ids in _encoded(documents, tokenizer, eos, batch_size):
+            if ids.max() > np.iinfo(dtype).max:
+                raise ValueError(f"token id {int(ids.max())} does not fit {dtype.name} (vocab_size {vocab_size})")
+            truncated = len(ids) > max_tokens - total
+            ids = ids[: max_tokens - total]
+            sink.add(ids.astype(dtype), ends_document=not truncated)
+            total += len(ids)
+            docs += not truncated
+            progress.update(len(ids))
             if total == max_tokens:
                 break
         sink.flush()
@@ -144,6 +141,7 @@ def write_shards(
             raise ValueError("no tokens: the document source is empty")
         sink.commit()
     finally:
+        progress.close()
         sink.discard()
     index = {
         "version": INDEX_VERSION,

@@ -89,7 +89,8 @@ TEMPLATES: tuple[Template, ...] = (
             S("notebooks", "n_a * p_a", "The notebooks cost {calc} dollars.",
               "For the notebooks, {he} spends {calc} dollars."),
             S("pens", "n_b * p_b", "The pens cost {calc} dollars.", "The pens add up to {calc} dollars."),
-            S("total", "notebooks + pens", "Altogether {he} spends {calc} dollars.", "The total cost is {calc} dollars."),
+            S("total", "notebooks + pens", "Altogether {he} spends {calc} dollars.",
+              "The total cost is {calc} dollars."),
             S("change", "bill - total", "So {he} gets {calc} dollars in change.", "The change is {calc} dollars."),
         ),
         solve=lambda v: v["bill"] - v["n_a"] * v["p_a"] - v["n_b"] * v["p_b"],
@@ -130,7 +131,8 @@ TEMPLATES: tuple[Template, ...] = (
         ),
         statement="It takes {name} {answer} weeks to save enough for the bike.",
         steps=(
-            S("need", "price - saved", "{He} still needs {calc} dollars.", "The amount left to save is {calc} dollars."),
+            S("need", "price - saved", "{He} still needs {calc} dollars.",
+              "The amount left to save is {calc} dollars."),
             S("weeks", "need / weekly", "At {weekly} dollars a week, it takes {calc} weeks.",
               "So {he} needs {calc} weeks."),
         ),
@@ -233,7 +235,8 @@ TEMPLATES: tuple[Template, ...] = (
         ),
         statement="The bakery makes a profit of ${answer}.",
         steps=(
-            S("cake_sales", "cakes * cake_price", "The cakes bring in {calc} dollars.", "Cake sales are {calc} dollars."),
+            S("cake_sales", "cakes * cake_price", "The cakes bring in {calc} dollars.",
+              "Cake sales are {calc} dollars."),
             S("pie_sales", "pies * pie_price", "The pies bring in {calc} dollars.", "Pie sales are {calc} dollars."),
             S("revenue", "cake_sales + pie_sales", "Total sales are {calc} dollars.",
               "Together that is {calc} dollars of revenue."),
@@ -322,7 +325,8 @@ TEMPLATES: tuple[Template, ...] = (
             S("daily", "rate * hours", "Each day {he} earns {calc} dollars.", "{His} daily pay is {calc} dollars."),
             S("wage", "daily * days", "Over {days} days {he} earns {calc} dollars.",
               "For all {days} days that is {calc} dollars."),
-            S("total", "wage + bonus", "With the bonus, {he} earns {calc} dollars.", "Adding the bonus gives {calc} dollars."),
+            S("total", "wage + bonus", "With the bonus, {he} earns {calc} dollars.",
+              "Adding the bonus gives {calc} dollars."),
         ),
         solve=lambda v: v["rate"] * v["hours"] * v["days"] + v["bonus"],
         describe={"rate": "the hourly pay in dollars", "hours": "the hours worked each day",
@@ -339,7 +343,8 @@ TEMPLATES: tuple[Template, ...] = (
         ),
         statement="There are {answer} slices left.",
         steps=(
-            S("total", "pizzas * slices", "There are {calc} slices in total.", "The pizzas have {calc} slices altogether."),
+            S("total", "pizzas * slices", "There are {calc} slices in total.",
+              "The pizzas have {calc} slices altogether."),
             S("people", "friends + 1", "Counting {name}, {calc} people eat pizza.",
               "{name} plus the friends makes {calc} people."),
             S("eaten", "people * each", "They eat {calc} slices.", "Together they eat {calc} slices."),
@@ -471,7 +476,8 @@ TEMPLATES: tuple[Template, ...] = (
             S("saturday", "rate1 * hours1", "On Saturday {he} washes {calc} cars.", "Saturday's total is {calc} cars."),
             S("sunday", "rate2 * hours2", "On Sunday {he} washes {calc} cars.", "Sunday's total is {calc} cars."),
             S("cars", "saturday + sunday", "That is {calc} cars in all.", "Over the weekend {he} washes {calc} cars."),
-            S("money", "cars * price", "{He} collects {calc} dollars.", "At {price} dollars each, that is {calc} dollars."),
+            S("money", "cars * price", "{He} collects {calc} dollars.",
+              "At {price} dollars each, that is {calc} dollars."),
         ),
         solve=lambda v: (v["rate1"] * v["hours1"] + v["rate2"] * v["hours2"]) * v["price"],
         describe={"rate1": "the cars washed per hour on Saturday", "hours1": "the hours worked on Saturday",
@@ -492,7 +498,8 @@ TEMPLATES: tuple[Template, ...] = (
             S("laps_m", "laps * lap", "The laps are {calc} meters a day.", "Each day the laps cover {calc} meters."),
             S("daily", "laps_m + warmup", "With the warm-up, {he} runs {calc} meters a day.",
               "{His} daily distance is {calc} meters."),
-            S("total", "daily * days", "Over {days} days {he} runs {calc} meters.", "In {days} days that is {calc} meters."),
+            S("total", "daily * days", "Over {days} days {he} runs {calc} meters.",
+              "In {days} days that is {calc} meters."),
         ),
         solve=lambda v: (v["laps"] * v["lap"] + v["warmup"]) * v["days"],
         describe={"lap": "the length of the track in meters", "laps": "the number of laps each day",
@@ -529,7 +536,8 @@ TEMPLATES: tuple[Template, ...] = (
         ),
         statement="Renting the vans costs ${answer}.",
         steps=(
-            S("people", "students + teachers", "There are {calc} people going.", "In total {calc} people go on the trip."),
+            S("people", "students + teachers", "There are {calc} people going.",
+              "In total {calc} people go on the trip."),
             S("vans", "people / seats", "They need {calc} vans.", "That fills {calc} vans."),
             S("cost", "vans * van_cost", "The vans cost {calc} dollars.", "Renting them costs {calc} dollars."),
         ),
@@ -582,7 +590,8 @@ TEMPLATES: tuple[Template, ...] = (
             ("A pet store has {tanks} fish tanks with {fish} fish in each tank. It sells {sold} fish and then "
              "receives {new_tanks} more tanks with {fish} fish in each.", "How many fish does the store have now?"),
             ("There are {fish} fish in each of the {tanks} tanks at a pet store. After {sold} fish are sold, a "
-             "delivery brings {new_tanks} new tanks holding {fish} fish apiece.", "How many fish are in the store now?"),
+             "delivery brings {new_tanks} new tanks holding {fish} fish apiece.",
+              "How many fish are in the store now?"),
         ),
         statement="The store has {answer} fish now.",
         steps=(
@@ -596,5 +605,3 @@ TEMPLATES: tuple[Template, ...] = (
                   "sold": "the number of fish sold", "new_tanks": "the number of tanks delivered"},
     ),
 )
-
-TEMPLATES_BY_NAME: dict[str, Template] = {t.name: t for t in TEMPLATES}

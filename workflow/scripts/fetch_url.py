@@ -1,0 +1,17 @@
+"""Download snakemake.params.url to snakemake.output[0] atomically (paper scale; the cluster has internet)."""
+
+import logging
+import shutil
+import sys
+import urllib.request
+
+from mtp_core.io import atomic_path
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+sys.stderr = open(smk.log[0], "w", buffering=1)
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+logging.info("downloading %s", smk.params.url)
+with urllib.request.urlopen(smk.params.url, timeout=120) as response, atomic_path(smk.output[0]) as tmp:
+    with open(tmp, "wb") as f:
+        shutil.copyfileobj(response, f)
+logging.info("wrote %s", smk.output[0])
