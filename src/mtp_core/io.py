@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -84,45 +85,67 @@ class ReadReport:
         return {"path": self.path, "rows_read": self.rows_read, "skipped": self.skipped, "examples": self.examples}
 
 
+def validated(
+    items: Iterable[Any],
+    path: str | os.PathLike,
+    validate: Callable[[dict], None] | None = None,
+    on_bad_row: str = "error",
+    report: ReadReport | None = None,
+    numbered: bool = False,
+) -> Iterator[dict]:
+    """Yield the items that are JSON objects and pass `validate` (which raises ValueError).
+
+    Rows are numbered from 1 (an item of a JSON array, a record of a dataset), or come as (row, item) pairs
+    with `numbered=True` (lines of a JSONL file). An item that is a `BadRowError` (an undecodable line), not
+    a dict, or rejected by `validate` raises BadRowError naming file and row, or with on_bad_row="skip" is
+    counted in `report` and logged.
+    """
+    if on_bad_row not in ("error", "skip"):
+        raise ValueError(f"on_bad_row must be 'error' or 'skip', got {on_bad_row!r}")
+    report = report if report is not None else ReadReport(str(path))
+    pairs = items if numbered else enumerate(items, start=1)
+    for row_no, item in pairs:
+        try:
+            if isinstance(item, BadRowError):
+                raise item
+            if not isinstance(item, dict):
+                raise BadRowError(path, row_no, f"expected a JSON object, got {type(item).__name__}")
+            if validate is not None:
+                try:
+                    validate(item)
+                except ValueError as e:
+                    raise BadRowError(path, row_no, str(e)) from None
+        except BadRowError as e:
+            if on_bad_row == "error":
+                raise
+            report.add_skip(e)
+            log.warning("skipping %s", e)
+            continue
+        report.rows_read += 1
+        yield item
+
+
+def _jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded object) of a JSONL file; blank lines are dropped and an undecodable line
+    gives a BadRowError in place of the object."""
+    with open(path, "rb") as f:
+        for row_no, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield row_no, json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                yield row_no, BadRowError(path, row_no, f"undecodable line ({e})")
+
+
 def read_jsonl(
     path: str | os.PathLike,
     validate: Callable[[dict], None] | None = None,
     on_bad_row: str = "error",
     report: ReadReport | None = None,
 ) -> Iterator[dict]:
-    """Yield the JSON objects of a JSONL file.
-
-    Undecodable lines, non-object lines and rows that `validate` rejects (by raising ValueError) raise
-    BadRowError naming the file and row, or with on_bad_row="skip" are counted in `report` and logged.
-    Blank lines are ignored.
-    """
-    if on_bad_row not in ("error", "skip"):
-        raise ValueError(f"on_bad_row must be 'error' or 'skip', got {on_bad_row!r}")
-    report = report if report is not None else ReadReport(str(path))
-    with open(path, "rb") as f:
-        for row_no, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                try:
-                    row = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                    raise BadRowError(path, row_no, f"undecodable line ({e})") from None
-                if not isinstance(row, dict):
-                    raise BadRowError(path, row_no, f"expected a JSON object, got {type(row).__name__}")
-                if validate is not None:
-                    try:
-                        validate(row)
-                    except ValueError as e:
-                        raise BadRowError(path, row_no, str(e)) from None
-            except BadRowError as e:
-                if on_bad_row == "error":
-                    raise
-                report.add_skip(e)
-                log.warning("skipping %s", e)
-                continue
-            report.rows_read += 1
-            yield row
+    """Yield the JSON objects of a JSONL file, checked by `validated` (rows are line numbers)."""
+    return validated(_jsonl_lines(path), path, validate, on_bad_row, report, numbered=True)
 
 
 def require_text_fields(*fields: str) -> Callable[[dict], None]:
@@ -144,3 +167,11 @@ def stable_hash(obj: Any, length: int = 12) -> str:
     """Hash of a JSON-serialisable object, independent of dict order."""
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def log_to_file(path: str | os.PathLike) -> None:
+    """Send a workflow script's stderr (warnings, progress bars) and Python logging to its rule's log."""
+    sys.stderr = open(path, "w", buffering=1)  # noqa: SIM115  (lives as long as the script)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True
+    )

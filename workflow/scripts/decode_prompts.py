@@ -6,19 +6,16 @@ snakemake.output:  results (one JSON per decoder, in `decoders` order; samples J
 snakemake.wildcards: model, prompt_set
 """
 
-import logging
-import sys
 
 import torch
 
 from mtp_core.config import config_hash, model_spec
 from mtp_core.decode_run import decode_prompt_set
-from mtp_core.io import read_jsonl
+from mtp_core.io import log_to_file, read_jsonl
 from mtp_core.models import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
-sys.stderr = open(smk.log[0], "w", buffering=1)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+log_to_file(smk.log[0])
 
 rows = list(read_jsonl(smk.input.prompts))
 loaded = load_model(

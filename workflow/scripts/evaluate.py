@@ -18,20 +18,16 @@ snakemake.log[0]  the log (Python logging, lm-eval's messages and progress bars)
 Threads: torch uses config["threads"].
 """
 
-import logging
-import sys
 
 import torch
 
 from mtp_core.config import model_spec
 from mtp_core.evaluate import EvalSettings, check_task_data, is_local_task, run_evaluation
+from mtp_core.io import log_to_file
 from mtp_core.models import load_model
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
-sys.stderr = open(smk.log[0], "w", buffering=1)
-logging.basicConfig(
-    stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-)
+log_to_file(smk.log[0])
 torch.set_num_threads(smk.config["threads"])
 
 task, data = smk.params.task, smk.input.get("data") or None  # an empty named input reads as []

@@ -2,14 +2,12 @@
 
 import logging
 import shutil
-import sys
 import urllib.request
 
-from mtp_core.io import atomic_path
+from mtp_core.io import atomic_path, log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
-sys.stderr = open(smk.log[0], "w", buffering=1)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+log_to_file(smk.log[0])
 logging.info("downloading %s", smk.params.url)
 with urllib.request.urlopen(smk.params.url, timeout=120) as response, atomic_path(smk.output[0]) as tmp:
     with open(tmp, "wb") as f:

@@ -7,10 +7,9 @@ snakemake.output.md      <stem>.md (same stem as the CSV)
 snakemake.log            optional; the first file receives the log
 """
 
-import logging
-
+from mtp_core.io import log_to_file
 from mtp_core.report import make_table
 
 if snakemake.log:  # noqa: F821
-    logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)  # noqa: F821
+    log_to_file(snakemake.log[0])  # noqa: F821
 make_table(snakemake.params.table, list(snakemake.input.results), snakemake.output.csv, snakemake.output.md)  # noqa: F821

@@ -4,14 +4,12 @@ snakemake.params: spec (the dataset's config entry), seed, on_bad_row; snakemake
 test, report (all in one directory).
 """
 
-import logging
-import sys
 from pathlib import Path
 
 from mtp_core.data import prepare_math
+from mtp_core.io import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
-sys.stderr = open(smk.log[0], "w", buffering=1)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+log_to_file(smk.log[0])
 out_dir = Path(smk.output.report).parent
 prepare_math(dict(smk.params.spec), out_dir, seed=smk.params.seed, on_bad_row=smk.params.on_bad_row)

@@ -4,14 +4,12 @@ snakemake.params: name, spec (the prompt set's config entry), seed, on_bad_row; 
 (source math; source jsonl reads spec.path, also the rule's input); snakemake.output: prompts, report.
 """
 
-import logging
-import sys
 
 from mtp_core.data import prepare_prompt_set
+from mtp_core.io import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
-sys.stderr = open(smk.log[0], "w", buffering=1)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+log_to_file(smk.log[0])
 prepare_prompt_set(
     smk.params.name,
     dict(smk.params.spec),

@@ -5,10 +5,10 @@ model_dir (its prepared checkpoint for gguf/tiny models, else None), seed, on_ba
 snakemake.output.index: the shard directory's index.json.
 """
 
-import logging
 import os
-import sys
 from pathlib import Path
+
+from mtp_core.io import log_to_file
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 # the Rust tokenizer's thread pool follows the job's threads (set before tokenizers is imported)
@@ -20,8 +20,7 @@ from transformers import AutoTokenizer  # noqa: E402
 from mtp_core.data import prepare_shards  # noqa: E402
 from mtp_core.models import checkpoint_location  # noqa: E402
 
-sys.stderr = open(smk.log[0], "w", buffering=1)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+log_to_file(smk.log[0])
 model = dict(smk.params.model)
 where, kwargs = checkpoint_location(model, smk.params.model_dir)
 tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)

@@ -24,8 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..io import ReadReport, atomic_write_json, atomic_write_jsonl, read_jsonl, require_text_fields
-from .records import validated
+from ..io import ReadReport, atomic_write_json, atomic_write_jsonl, read_jsonl, require_text_fields, validated
 
 log = logging.getLogger(__name__)
 

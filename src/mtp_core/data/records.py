@@ -1,8 +1,8 @@
 """Reading records from local JSONL / JSON-array files or the Hugging Face hub, with file-and-row errors.
 
-Every source yields dicts through the same validation policy as `mtp_core.io.read_jsonl`: a row that the
-validator rejects raises `BadRowError` (file, 1-based row) or, with on_bad_row="skip", is counted in the
-`ReadReport` and logged. For JSON arrays and hub datasets the row is the 1-based item index.
+Every source yields dicts through `mtp_core.io.validated`: a row that the validator rejects raises
+`BadRowError` (file, 1-based row) or, with on_bad_row="skip", is counted in the `ReadReport` and logged.
+For JSON arrays and hub datasets the row is the 1-based item index.
 """
 
 from __future__ import annotations
@@ -15,45 +15,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..io import BadRowError, ReadReport, read_jsonl
+from ..io import BadRowError, ReadReport, read_jsonl, validated
 
 log = logging.getLogger(__name__)
 Validator = Callable[[dict], None]
 _SEPARATOR = re.compile(r"[\s,]*")
-
-
-def check_on_bad_row(on_bad_row: str) -> None:
-    if on_bad_row not in ("error", "skip"):
-        raise ValueError(f"on_bad_row must be 'error' or 'skip', got {on_bad_row!r}")
-
-
-def validated(
-    items: Iterable[Any],
-    path: str | os.PathLike,
-    validate: Validator | None,
-    on_bad_row: str,
-    report: ReadReport,
-) -> Iterator[dict]:
-    """Yield the items that are dicts and pass `validate` (which raises ValueError); the others raise
-    BadRowError or are skipped and counted."""
-    check_on_bad_row(on_bad_row)
-    for row_no, item in enumerate(items, start=1):
-        try:
-            if not isinstance(item, dict):
-                raise BadRowError(path, row_no, f"expected a JSON object, got {type(item).__name__}")
-            if validate is not None:
-                try:
-                    validate(item)
-                except ValueError as e:
-                    raise BadRowError(path, row_no, str(e)) from None
-        except BadRowError as e:
-            if on_bad_row == "error":
-                raise
-            report.add_skip(e)
-            log.warning("skipping %s", e)
-            continue
-        report.rows_read += 1
-        yield item
 
 
 def iter_json_array(path: str | os.PathLike, allow_truncated: bool = False) -> Iterator[Any]:

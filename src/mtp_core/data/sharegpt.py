@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..io import ReadReport
-from .records import iter_json_array, validated
+from ..io import ReadReport, validated
+from .records import iter_json_array
 
 log = logging.getLogger(__name__)
 
