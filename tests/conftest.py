@@ -6,10 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# tiny models gain nothing from threads, and one thread keeps the suite fast when the machine is shared
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -1,0 +1,461 @@
+"""Lossless tree verification (the shared core of P3 and P5) and a generic draft-verify-accept decoder.
+
+One verification step (Medusa `tree_decoding` + `evaluate_posterior` + `update_inference_inputs`, generalised
+to batches):
+
+1. `tree_forward`: ONE forward of the chunk `[root, node_1 .. node_{N-1}, extra_1 .. extra_E, pad ..]` on top of
+   the KV cache of the accepted prefix, with a 4D mask `[B, 1, n, L + n]` (bool for sdpa, additive float for
+   eager attention; no mask at all for a causal chunk, i.e. a chain, on a cache without holes) and position ids
+   `root_pos + depth`. Chunks of 2-3 rows are padded to 4 (`pad_small_chunks`, a measured CPU fast path). Each
+   tree node sees the prefix, its ancestors and itself, so its logits equal those of a plain forward over prefix
+   + ancestors + node.
+2. `greedy_accept`: a node is accepted when its token equals the model's argmax at its parent and its parent is
+   accepted; the deepest accepted node wins (first in node order on ties) and the bonus token is the argmax
+   there. A row emits `num_accepted + 1` tokens.
+3. `commit_accepted`: the KV entries of root + accepted nodes are gathered from the tree part of the cache into
+   consecutive slots right after the prefix (no recompute), and the rest of the chunk is cropped.
+
+Batches (same tree for all rows): rows accept different lengths, so every row keeps `m = max(num_accepted) + 1`
+new slots and the slots past its own accepted length become holes, marked False in a per-row `kv_mask`
+(`TreeContext.kv_mask`, which also marks left padding). Position ids are tracked per row (`root_pos`), so holes
+do not shift RoPE positions; every later chunk's mask hides them.
+
+Extra positions riding in the verification forward (P3 mask-token probing, P5 heads that need a hidden state):
+`extra_parents` [E] lists, for each extra row, its parent row in the chunk (a tree node 0..N-1, or an earlier
+extra row N..N+E-1) and `extra_embeds` [B, E, H] its input embedding (e.g. a mask embedding). An extra row sees
+the prefix, all its ancestors in the chunk (tree nodes and extra rows) and itself, and sits at position
+`root_pos + depth`. A chain of k mask tokens hung on node i is `extra_parents = [i, N, N+1, ..]`; hanging one
+chain on every node gives, after acceptance, the probes of the accepted path (select the chain whose anchor is
+`TreeVerifyResult.last_node`). Extra rows are never accepted and their KV entries are cropped with the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from ..masks.tree import TreeBuffers, ancestor_mask, chain_buffers, chunk_attention_mask
+from .base import Decoder, GenerationResult, StopCriteria
+from .batch import left_pad, positions_from_mask
+from .cache import crop_cache, select_rows
+from .greedy import pad_id_of
+from .stopping import StopTracker
+
+
+def _select(obj: Any, rows: torch.Tensor) -> None:
+    """Keep batch rows `rows` of every batch-first tensor / list field of a dataclass, in place."""
+    idx = rows.tolist()
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, torch.Tensor) and v.dim() > 0:
+            setattr(obj, f.name, v[rows.to(v.device)])
+        elif isinstance(v, list):
+            setattr(obj, f.name, [v[i] for i in idx])
+
+
+@dataclass
+class TreeContext:
+    """The verified state of a batch: the cache holds every emitted token except `root` (the last one)."""
+
+    cache: DynamicCache
+    kv_mask: torch.Tensor  # [B, L] bool: which cached slots each row may attend to
+    root: torch.Tensor  # [B] long: last emitted token, fed as node 0 of the next chunk
+    root_pos: torch.Tensor  # [B] long: its position id
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.root.shape[0])
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only batch rows `rows` (cache included)."""
+        rows = rows.to(self.root.device)
+        select_rows(self.cache, rows)
+        self.kv_mask, self.root, self.root_pos = self.kv_mask[rows], self.root[rows], self.root_pos[rows]
+
+
+@dataclass
+class TreeVerifyResult:
+    """Outcome of one verification step. D = tree depth; path entries past `num_accepted` are padding."""
+
+    tokens: torch.Tensor  # [B, D+1] emitted tokens: accepted drafts then the bonus token, -1 padded
+    num_accepted: torch.Tensor  # [B] accepted drafts (bonus excluded); the row emits num_accepted + 1 tokens
+    path: torch.Tensor  # [B, D+1] chunk rows of root + accepted nodes, -1 padded
+    last_node: torch.Tensor  # [B] deepest accepted node (where the bonus token was predicted)
+    node_argmax: torch.Tensor  # [B, N] the model's argmax at every tree node
+    last_logits: torch.Tensor  # [B, V] logits at last_node (they produced the bonus token)
+    logits: torch.Tensor | None = None  # [B, D+1, V] at the path nodes (return_logits)
+    hidden: torch.Tensor | None = None  # [B, D+1, H] final (post-norm, lm_head input) hidden states at the path
+    #                                     nodes (return_hidden)
+    extra_logits: torch.Tensor | None = None  # [B, E, V] at the extra rows
+    extra_hidden: torch.Tensor | None = None  # [B, E, H] (return_hidden)
+
+    def emitted(self) -> list[list[int]]:
+        """Per row, the tokens this step emitted (accepted drafts then bonus)."""
+        n = (self.num_accepted + 1).tolist()
+        return [row[:k] for row, k in zip(self.tokens.tolist(), n)]
+
+    def select(self, rows: torch.Tensor) -> None:
+        _select(self, rows)
+
+
+def attn_is_eager(model: torch.nn.Module) -> bool:
+    """True for eager attention, which needs an additive float mask (a bool one is silently wrong)."""
+    return getattr(model.config, "_attn_implementation", "sdpa") == "eager"
+
+
+def _chunk_layout(
+    buffers: TreeBuffers, extra_parents: torch.Tensor | None, pad_small_chunks: bool
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Parents of every chunk row (tree, extra, padding), their visibility mask and depths, and the pad count."""
+    parents = buffers.parents
+    if extra_parents is not None and extra_parents.numel():
+        parents = torch.cat([parents, extra_parents.to(torch.long).cpu()])
+    n = parents.numel()
+    n_pad = 4 - n if pad_small_chunks and n in (2, 3) else 0  # 2-3 rows take a slow CPU matmul path; 4 do not
+    if n_pad:  # padding rows continue the last row as a chain, so a chain chunk stays causal
+        parents = torch.cat([parents, torch.arange(n - 1, n - 1 + n_pad)])
+    anc = ancestor_mask(parents)
+    return anc, anc.sum(1) - 1, n_pad
+
+
+def tree_forward(
+    model: torch.nn.Module,
+    ctx: TreeContext,
+    buffers: TreeBuffers,
+    candidates: torch.Tensor,
+    *,
+    extra_parents: torch.Tensor | None = None,
+    extra_embeds: torch.Tensor | None = None,
+    pad_small_chunks: bool = True,
+    output_hidden: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Run the chunk `[root, tree nodes, extra rows, padding]` in one forward; returns (logits, last hidden) of
+    every chunk row, [B, n, V] and [B, n, H] (None unless `output_hidden`). The cache grows by n slots.
+
+    `candidates` [B, N-1] are the non-root nodes' tokens in node order (-1 = no candidate: fed as token 0 and
+    never accepted). See the module docstring for `extra_parents` / `extra_embeds`.
+    """
+    b, n_tree = ctx.batch_size, buffers.num_nodes
+    if candidates.shape != (b, n_tree - 1):
+        raise ValueError(f"candidates of shape {tuple(candidates.shape)}, expected {(b, n_tree - 1)}")
+    n_extra = 0 if extra_parents is None else int(extra_parents.numel())
+    if n_extra and (extra_embeds is None or extra_embeds.shape[:2] != (b, n_extra)):
+        raise ValueError(f"extra_embeds must have shape [{b}, {n_extra}, hidden]")
+    device = ctx.root.device
+    anc, depth, n_pad = _chunk_layout(buffers, extra_parents, pad_small_chunks)
+    ids = torch.cat([ctx.root[:, None], candidates.clamp(min=0).to(device)], dim=1)
+    if n_pad:
+        ids = torch.cat([ids, ctx.root[:, None].expand(b, n_pad)], dim=1)
+    pos = ctx.root_pos[:, None] + depth.to(device)[None]
+    n = anc.shape[0]
+    if bool(ctx.kv_mask.all()) and torch.equal(anc, torch.ones(n, n, dtype=torch.bool).tril()):
+        mask = None  # a causal chunk (a chain, a bare root) without holes: the model's own causal path
+    else:
+        dtype = next(model.parameters()).dtype
+        mask = chunk_attention_mask(ctx.kv_mask, anc.to(device), dtype if attn_is_eager(model) else None)
+    kw: dict[str, Any] = dict(
+        attention_mask=mask, position_ids=pos, past_key_values=ctx.cache, output_hidden_states=output_hidden
+    )
+    if n_extra:
+        emb = model.get_input_embeddings()
+        tok_emb = emb(ids)
+        ex = extra_embeds.to(device=device, dtype=tok_emb.dtype)
+        inputs = torch.cat([tok_emb[:, :n_tree], ex, tok_emb[:, n_tree:]], dim=1)
+        out = model(inputs_embeds=inputs, **kw)
+    else:
+        out = model(input_ids=ids, **kw)
+    hidden = out.hidden_states[-1] if output_hidden else None
+    return out.logits, hidden
+
+
+def greedy_accept(
+    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Greedy tree acceptance (Medusa `evaluate_posterior`, temperature 0), vectorised over rows and nodes.
+
+    `node_argmax` [B, N]: the model's argmax at every node; `candidates` [B, N-1]: drafted tokens (-1 = none).
+    Returns `(num_accepted [B], last_node [B], path [B, D+1], tokens [B, D+1])`; `tokens` are the accepted drafts
+    followed by the bonus token (the argmax at `last_node`), -1 padded.
+    """
+    b = node_argmax.shape[0]
+    dev = node_argmax.device
+    parents = buffers.parents.to(dev)
+    depth = buffers.position_ids.to(dev)
+    anc = buffers.attn_mask.to(dev)
+    cand = candidates.to(dev)
+    ok = torch.ones_like(node_argmax, dtype=torch.bool)
+    ok[:, 1:] = (cand == node_argmax[:, parents[1:]]) & (cand >= 0)
+    # a node is accepted iff it and all its ancestors match
+    accepted = ~((~ok)[:, None, :] & anc[None]).any(-1)
+    score = torch.where(accepted, depth[None], -1)
+    last_node = score.argmax(1)  # first maximum: deterministic tie-break in node order
+    num_accepted = depth[last_node]
+    path = buffers.node_paths.to(dev)[last_node]
+    all_tok = torch.cat([node_argmax.new_zeros(b, 1), cand], dim=1)
+    tokens = torch.cat([all_tok.gather(1, path.clamp(min=0))[:, 1:], all_tok.new_full((b, 1), -1)], dim=1)
+    tokens.scatter_(1, num_accepted[:, None], node_argmax.gather(1, last_node[:, None]))
+    j = torch.arange(tokens.shape[1], device=dev)
+    tokens = tokens.masked_fill(j[None] > num_accepted[:, None], -1)
+    return num_accepted, last_node, path, tokens
+
+
+def gather_cache_slots(cache: DynamicCache, start: int, src: torch.Tensor) -> None:
+    """In every layer, write slots `start + src[b, j]` into slot `start + j` of row b (j < src.shape[1]).
+
+    The per-row KV gather of tree verification (Medusa `update_inference_inputs`, per row); `src[b, j] >= j`.
+    """
+    b, m = src.shape
+    for layer in cache.layers:
+        if type(layer) is not DynamicLayer:
+            raise NotImplementedError(f"tree KV gather needs DynamicLayer caches, got {type(layer).__name__}")
+        if not layer.is_initialized:
+            continue
+        for name in ("keys", "values"):
+            t = getattr(layer, name)
+            idx = (start + src).to(t.device)[:, None, :, None].expand(b, t.shape[1], m, t.shape[3])
+            t[:, :, start : start + m] = t.gather(2, idx)
+
+
+def commit_accepted(
+    ctx: TreeContext, path: torch.Tensor, num_accepted: torch.Tensor, bonus: torch.Tensor, chunk_len: int
+) -> None:
+    """Keep the KV of root + accepted nodes (gathered, no recompute), crop the rest, move `ctx` to the bonus.
+
+    Every row keeps `max(num_accepted) + 1` new slots; shorter rows' surplus slots become holes (kv_mask False).
+    """
+    start = ctx.kv_mask.shape[1]
+    if ctx.cache.get_seq_length() != start + chunk_len:
+        raise RuntimeError(f"cache holds {ctx.cache.get_seq_length()} slots, expected {start + chunk_len}")
+    m = int(num_accepted.max()) + 1
+    j = torch.arange(m, device=path.device)
+    valid = j[None] <= num_accepted[:, None]
+    src = torch.where(valid, path[:, :m], j[None])  # holes copy their own slot: a no-op for them
+    if not bool((src == j[None]).all()):  # chains and first-branch paths need no gather
+        gather_cache_slots(ctx.cache, start, src)
+    crop_cache(ctx.cache, chunk_len - m)
+    ctx.kv_mask = torch.cat([ctx.kv_mask, valid.to(ctx.kv_mask.device)], dim=1)
+    ctx.root = bonus.to(ctx.root.device)
+    ctx.root_pos = ctx.root_pos + num_accepted.to(ctx.root_pos.device) + 1
+
+
+@torch.inference_mode()
+def verify_tree(
+    model: torch.nn.Module,
+    ctx: TreeContext,
+    buffers: TreeBuffers,
+    candidates: torch.Tensor,
+    *,
+    extra_parents: torch.Tensor | None = None,
+    extra_embeds: torch.Tensor | None = None,
+    pad_small_chunks: bool = True,
+    return_logits: bool = False,
+    return_hidden: bool = False,
+    commit: bool = True,
+) -> TreeVerifyResult:
+    """One lossless verification step: forward, greedy acceptance, KV gather + crop (unless `commit=False`).
+
+    On return `ctx` holds the accepted prefix and `ctx.root` the bonus token. With `commit=False` the cache keeps
+    the whole chunk (for inspection) and `ctx` is unchanged otherwise.
+    """
+    n_tree = buffers.num_nodes
+    n_extra = 0 if extra_parents is None else int(extra_parents.numel())
+    logits, hidden = tree_forward(
+        model, ctx, buffers, candidates, extra_parents=extra_parents, extra_embeds=extra_embeds,
+        pad_small_chunks=pad_small_chunks, output_hidden=return_hidden,
+    )
+    chunk_len = logits.shape[1]
+    node_argmax = logits[:, :n_tree].argmax(-1)
+    num_acc, last_node, path, tokens = greedy_accept(node_argmax, candidates, buffers)
+    rows = torch.arange(logits.shape[0], device=logits.device)
+    res = TreeVerifyResult(
+        tokens=tokens, num_accepted=num_acc, path=path, last_node=last_node, node_argmax=node_argmax,
+        last_logits=logits[rows, last_node],
+    )
+    take = path.clamp(min=0)
+    if return_logits:
+        res.logits = logits[rows[:, None], take]
+    if return_hidden:
+        res.hidden = hidden[rows[:, None], take]
+    if n_extra:
+        res.extra_logits = logits[:, n_tree : n_tree + n_extra]
+        if return_hidden:
+            res.extra_hidden = hidden[:, n_tree : n_tree + n_extra]
+    if commit:
+        bonus = tokens.gather(1, num_acc[:, None]).squeeze(1)
+        commit_accepted(ctx, path, num_acc, bonus, chunk_len)
+    return res
+
+
+@dataclass
+class Draft:
+    """What a drafter proposes for one step: a tree, its tokens per non-root node, optional extra rows."""
+
+    buffers: TreeBuffers
+    candidates: torch.Tensor  # [B, N-1] long, -1 = no candidate
+    extra_parents: torch.Tensor | None = None  # [E] long, see the module docstring
+    extra_embeds: torch.Tensor | None = None  # [B, E, H]
+
+
+@dataclass
+class TreeState:
+    """Everything a drafter sees; batch rows are the live rows (finished rows are pruned from every field)."""
+
+    ctx: TreeContext
+    rows: torch.Tensor  # [B] original prompt index of each live row
+    history: list[list[int]]  # per row: prompt + emitted tokens; the last one is ctx.root
+    prompt_lens: list[int]
+    max_new_tokens: int
+    last_logits: torch.Tensor  # [B, V] logits that produced ctx.root
+    last_hidden: torch.Tensor | None = None  # [B, H] hidden state there (decoders with needs_hidden)
+    last: TreeVerifyResult | None = None  # the previous verification (None right after the prefill)
+    prefill_extra_logits: torch.Tensor | None = None  # [B, E, V] logits of extra rows appended to the prompt
+    step: int = 0  # forwards so far, the prefill included
+    data: dict[str, Any] = field(default_factory=dict)  # drafter state; batch-first tensors/lists are pruned
+
+    def remaining(self) -> list[int]:
+        """Tokens each row may still emit."""
+        return [self.max_new_tokens - (len(h) - p) for h, p in zip(self.history, self.prompt_lens)]
+
+    def select(self, keep: torch.Tensor) -> None:
+        self.ctx.select(keep)
+        self.rows = self.rows[keep]
+        idx = keep.tolist()
+        self.history = [self.history[i] for i in idx]
+        self.prompt_lens = [self.prompt_lens[i] for i in idx]
+        dev = self.last_logits.device
+        self.last_logits = self.last_logits[keep.to(dev)]
+        if self.last_hidden is not None:
+            self.last_hidden = self.last_hidden[keep.to(dev)]
+        if self.last is not None:
+            self.last.select(keep)
+        if self.prefill_extra_logits is not None:
+            self.prefill_extra_logits = self.prefill_extra_logits[keep.to(dev)]
+        for k, v in self.data.items():
+            if isinstance(v, torch.Tensor) and v.dim() > 0:
+                self.data[k] = v[keep.to(v.device)]
+            elif isinstance(v, list):
+                self.data[k] = [v[i] for i in idx]
+
+
+class TreeDecoder(Decoder):
+    """Draft -> verify -> accept until every row stops; lossless (equals reference greedy token for token).
+
+    Subclasses implement `propose(state) -> Draft | None` (None: a plain one-token step) and may override
+    `prefill_extra_embeds` to append probe rows (e.g. mask tokens) to the prompt forward; their logits reach the
+    drafter as `state.prefill_extra_logits`. Common params: `prune_finished` (default True),
+    `pad_small_chunks` (default True: chunks of 2-3 rows are padded to 4, a measured CPU fast path).
+    Results: `accepted[i]` = tokens emitted by forward i (prefill 1); `extra["drafted"][i]` = draft rows
+    (tree nodes besides the root, extra rows excluded) verified by forward i.
+    """
+
+    lossless = True
+    needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
+    needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
+
+    @abstractmethod
+    def propose(self, state: TreeState) -> Draft | None:
+        """The draft tree for the next step of every live row."""
+
+    def prefill_extra_embeds(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+        """Optional [B, E, H] embeddings appended (as a causal chain) after the prompt in the prefill forward."""
+        return None
+
+    def start(self, state: TreeState) -> None:
+        """Hook called once per batch after the prefill (initialise `state.data`)."""
+
+    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache):
+        extras = self.prefill_extra_embeds(ids, mask)
+        padded = bool((mask == 0).any())
+        hid = self.needs_hidden
+        if extras is None:
+            out = self.model(
+                input_ids=ids, attention_mask=mask if padded else None, position_ids=pos,
+                past_key_values=cache, logits_to_keep=1, output_hidden_states=hid,
+            )
+            return out.logits[:, -1], out.hidden_states[-1][:, -1] if hid else None, None
+        e = extras.shape[1]
+        tok = self.model.get_input_embeddings()(ids)
+        steps = torch.arange(1, e + 1, device=pos.device)
+        out = self.model(
+            inputs_embeds=torch.cat([tok, extras.to(tok.dtype)], dim=1),
+            attention_mask=torch.cat([mask, mask.new_ones(mask.shape[0], e)], dim=1),
+            position_ids=torch.cat([pos, pos[:, -1:] + steps[None]], dim=1),
+            past_key_values=cache, logits_to_keep=e + 1, output_hidden_states=hid,
+        )
+        crop_cache(cache, e)
+        return out.logits[:, 0], out.hidden_states[-1][:, -e - 1] if hid else None, out.logits[:, 1:]
+
+    @torch.inference_mode()
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
+    ) -> list[GenerationResult]:
+        prune = bool(self.params.get("prune_finished", True))
+        pad_small = bool(self.params.get("pad_small_chunks", True))
+        device = next(self.model.parameters()).device
+        ids, mask = left_pad(prompts, pad_id_of(self.tokenizer))
+        ids, mask = ids.to(device), mask.to(device)
+        pos = positions_from_mask(mask)
+        n = len(prompts)
+        tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
+        accepted: list[list[int]] = [[] for _ in range(n)]
+        drafted: list[list[int]] = [[] for _ in range(n)]
+        cache = DynamicCache(config=self.model.config)
+
+        t0 = time.perf_counter()
+        last_logits, last_hidden, extra_logits = self._prefill(ids, mask, pos, cache)
+        root = last_logits.argmax(-1)
+        t1 = time.perf_counter()
+        ctx = TreeContext(cache=cache, kv_mask=mask.bool(), root=root, root_pos=pos[:, -1] + 1)
+        state = TreeState(
+            ctx=ctx, rows=torch.arange(n), history=[list(p) + [t] for p, t in zip(prompts, root.tolist())],
+            prompt_lens=[len(p) for p in prompts], max_new_tokens=max_new_tokens, last_logits=last_logits,
+            last_hidden=last_hidden, prefill_extra_logits=extra_logits, step=1,
+        )
+        self.start(state)
+        emitted, n_draft = [[t] for t in root.tolist()], 0
+        while True:
+            for b, row in enumerate(state.rows.tolist()):
+                if not tracker.done(row):  # rows kept after stopping (prune_finished=False) record nothing
+                    tracker.feed(row, emitted[b])
+                    accepted[row].append(len(emitted[b]))
+                    drafted[row].append(n_draft)
+            keep = [b for b, row in enumerate(state.rows.tolist()) if not tracker.done(row)]
+            if not keep:
+                break
+            if prune and len(keep) < len(state.rows):
+                state.select(torch.tensor(keep))
+            draft = self.propose(state)
+            if draft is None:
+                draft = Draft(chain_buffers(0), torch.empty(ctx.batch_size, 0, dtype=torch.long, device=device))
+            res = verify_tree(
+                self.model, ctx, draft.buffers, draft.candidates, extra_parents=draft.extra_parents,
+                extra_embeds=draft.extra_embeds, pad_small_chunks=pad_small, return_logits=self.needs_logits,
+                return_hidden=self.needs_hidden,
+            )
+            emitted, n_draft = res.emitted(), draft.buffers.num_nodes - 1
+            for h, e in zip(state.history, emitted):
+                h.extend(e)
+            state.last, state.last_logits, state.step = res, res.last_logits, state.step + 1
+            if self.needs_hidden:
+                rows = torch.arange(ctx.batch_size, device=device)
+                state.last_hidden = res.hidden[rows, res.num_accepted]
+        t2 = time.perf_counter()
+        return [
+            GenerationResult(
+                tokens=tracker.tokens[i],
+                accepted=accepted[i],
+                prompt_tokens=len(prompts[i]),
+                prefill_s=t1 - t0,
+                decode_s=t2 - t1,
+                stop_reason=tracker.reason[i] or "length",
+                extra={"drafted": drafted[i]},
+            )
+            for i in range(n)
+        ]
