@@ -1,0 +1,114 @@
+"""`TrainConfig`: the keys of a `train:` config section, shared by every paper's training job.
+
+Defaults are paper 1's recipe (App. A.1 "Hyperparameters" + the official `ss.yaml`, reference §4.5): AdamW with
+betas (0.9, 0.95) and weight decay 0.1 (the paper says "PyTorch defaults"; the official config is what ran),
+2000 warm-up steps to a constant 1e-5, clipping at 1.0, global batch 128.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+SCHEDULES = ("constant", "cosine", "linear")
+PRECISIONS = ("auto", "fp32", "bf16")
+WEIGHTINGS = ("tokens", "micro_batch")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run's loop settings (config keys = field names).
+
+    Batch: `global_batch_size` rows per optimiser step, in micro-batches of `micro_batch_size` rows; with
+    `world_size` processes each runs `global / (micro * world)` accumulation micro-batches, so the global batch
+    (and the data each step sees) is the same for any process count.
+    Optimiser: `lr`, `betas`, `eps`, `weight_decay`, `decay_norms_and_biases` (False: 1-D parameters, i.e.
+    norms and biases, get no weight decay), `fused` (fused AdamW where the device supports it).
+    Schedule: `warmup_steps` of linear warm-up, then `schedule` = constant | cosine | linear decay to
+    `min_lr_ratio * lr` at `max_steps`; `warmup_from_zero=True` reproduces the official first LR of 0 (G10).
+    `grad_clip` (<= 0 disables); `precision` = auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16.
+    `loss_weighting`: tokens (each micro-batch's mean loss weighted by its supervised tokens, so the step
+    minimises the global token mean: accumulation == one big batch) | micro_batch (the official
+    `loss / grad_accum`: every micro-batch counts equally).
+    Checkpoints: a resumable state every `checkpoint_every` steps (0: only at the end), the `keep_last`
+    newest kept; an HF export of the model at each of `save_steps` (kept, training-dynamics figures) and at
+    the end (`final_dir`). `resume`: continue from the newest state in `out_dir/checkpoints`.
+    """
+
+    max_steps: int
+    global_batch_size: int = 128
+    micro_batch_size: int = 32
+    lr: float = 1e-5
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    decay_norms_and_biases: bool = False
+    fused: bool = False
+    warmup_steps: int = 2000
+    warmup_from_zero: bool = False
+    schedule: str = "constant"
+    min_lr_ratio: float = 0.0
+    grad_clip: float = 1.0
+    precision: str = "auto"
+    loss_weighting: str = "tokens"
+    checkpoint_every: int = 1000
+    keep_last: int = 1
+    save_steps: tuple[int, ...] = ()
+    final_dir: str = "model"
+    resume: bool = True
+    seed: int = 0
+    log_every: int = 10
+    progress: bool = True
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        def bad(key: str, why: str) -> None:
+            raise ValueError(f"train.{key}: {why}")
+
+        if self.max_steps < 0:
+            bad("max_steps", f"must be >= 0, got {self.max_steps}")
+        if self.micro_batch_size < 1 or self.global_batch_size < 1:
+            bad("micro_batch_size", "batch sizes must be positive")
+        if self.global_batch_size % self.micro_batch_size:
+            bad("global_batch_size", f"{self.global_batch_size} is not a multiple of micro_batch_size "
+                f"{self.micro_batch_size}")
+        if self.schedule not in SCHEDULES:
+            bad("schedule", f"{self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if self.precision not in PRECISIONS:
+            bad("precision", f"{self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.loss_weighting not in WEIGHTINGS:
+            bad("loss_weighting", f"{self.loss_weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+        if self.warmup_steps < 0 or self.checkpoint_every < 0 or self.keep_last < 1:
+            bad("warmup_steps", "warmup_steps and checkpoint_every must be >= 0, keep_last >= 1")
+        if len(self.betas) != 2:
+            bad("betas", f"needs two values, got {self.betas}")
+        object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
+        object.__setattr__(self, "save_steps", tuple(sorted({int(s) for s in self.save_steps})))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        """Build from a config section; unknown keys are an error naming them."""
+        d = dict(d)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"train: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        if "max_steps" not in d:
+            raise ValueError("train.max_steps is required")
+        return cls(**d)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        d["save_steps"] = list(self.save_steps)
+        return d
+
+    def accumulation(self, world_size: int = 1) -> int:
+        """Micro-batches per process per step."""
+        chunks = self.global_batch_size // self.micro_batch_size
+        if chunks % world_size:
+            raise ValueError(
+                f"train.global_batch_size: {self.global_batch_size} rows in micro-batches of {self.micro_batch_size} "
+                f"give {chunks} micro-batches, not divisible by world_size {world_size}"
+            )
+        return chunks // world_size
