@@ -67,13 +67,15 @@ def check_references(config: dict) -> None:
                 task_dataset(config, task)
             except ValueError as e:
                 raise ConfigError(f"evaluation.tasks[{i}]: {e}") from None
-    from .decoding import DECODERS
+    from .decoding import DECODERS, registry_name
 
     for section in ("decoding", "evaluation"):
-        for name in config[section]["decoders"]:
+        for label, params in config[section]["decoders"].items():
+            name = registry_name(label, params)
             if name not in DECODERS:
                 raise ConfigError(
-                    f"{section}.decoders: unknown decoder {name!r} (registered: {', '.join(sorted(DECODERS))})"
+                    f"{section}.decoders.{label}: unknown decoder {name!r} "
+                    f"(registered: {', '.join(sorted(DECODERS))})"
                 )
 
 

@@ -102,3 +102,12 @@ def test_cli_errors_are_clear(tmp_path):
               "--results", str(tmp_path), "--prompt", "hi"])
     with pytest.raises(SystemExit, match="not declared"):
         main(["generate", "--config", str(REPO / "config/tiny.yaml"), "--model", "nope", "--prompt", "hi"])
+
+
+def test_labels_let_one_method_run_with_several_settings(tiny_llama):
+    prompts = encode_prompts(tiny_llama, ROWS[:1])
+    decoders = {"greedy": {}, "greedy-unpruned": {"decoder": "greedy", "prune_finished": False}}
+    summary, _ = run_bench(tiny_llama, decoders, prompts, 4, warmup=0, repeats=1)
+    row = summary["decoders"]["greedy-unpruned"]
+    assert row["decoder"] == {"name": "greedy", "lossless": True, "params": {"prune_finished": False}}
+    assert row["identical_to_greedy"] is True

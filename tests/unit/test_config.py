@@ -71,7 +71,7 @@ def test_schema_errors_name_the_key(tiny_raw, mutate, key):
         (lambda c: c["prompt_sets"]["math"].update(dataset="nope"), r"prompt_sets\.math\.dataset"),
         (lambda c: c["prompt_sets"]["math"].update(dataset="humaneval"), r"not a math dataset"),
         (lambda c: c["datasets"].pop("sharegpt"), r"needs a dataset of kind 'sharegpt'"),
-        (lambda c: c["evaluation"]["decoders"].update(nope={}), r"evaluation\.decoders: unknown decoder 'nope'"),
+        (lambda c: c["evaluation"]["decoders"].update(nope={}), r"evaluation\.decoders\.nope: unknown decoder 'nope'"),
         (lambda c: c["datasets"].pop("math") and c["prompt_sets"].pop("math")
          and c["decoding"].update(prompt_sets=["code"]), r"evaluation\.tasks\[0\]"),
     ],

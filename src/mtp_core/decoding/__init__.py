@@ -1,7 +1,15 @@
 """Decoding: one `Decoder` interface, a registry, and the decoders of every paper."""
 
-from .base import DECODERS, Decoder, GenerationResult, StopCriteria, build_decoder, register_decoder
-from . import greedy, hf, prompt_lookup  # noqa: F401  (registration)
+from .base import (
+    DECODERS,
+    Decoder,
+    GenerationResult,
+    StopCriteria,
+    build_decoder,
+    register_decoder,
+    registry_name,
+)
+from . import greedy, hf, mtp, prompt_lookup  # noqa: F401  (registration)
 from .tree import Draft, TreeContext, TreeDecoder, TreeState, verify_tree
 
 __all__ = [
@@ -15,5 +23,6 @@ __all__ = [
     "TreeState",
     "build_decoder",
     "register_decoder",
+    "registry_name",
     "verify_tree",
 ]

@@ -105,7 +105,17 @@ class Decoder(ABC):
         return {"name": self.name, "lossless": self.lossless, "params": dict(self.params)}
 
 
-def build_decoder(name: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:
+def registry_name(label: str, params: dict[str, Any]) -> str:
+    """The registered decoder a label stands for: `params["decoder"]` when given (so a sweep can hold
+    several settings of one method under distinct labels, e.g. `static-k4: {decoder: static-k, k: 4}`),
+    else the label itself."""
+    return str(params.get("decoder", label))
+
+
+def build_decoder(label: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:
+    """Instantiate the decoder `label` stands for (see `registry_name`) with its parameters."""
+    name = registry_name(label, params)
     if name not in DECODERS:
         raise KeyError(f"unknown decoder {name!r}; registered: {', '.join(sorted(DECODERS))}")
+    params = {k: v for k, v in params.items() if k != "decoder"}
     return DECODERS[name](model, tokenizer, **params)
