@@ -7,6 +7,23 @@ from collections.abc import Sequence
 import torch
 
 
+def pad_id_of(tokenizer) -> int:
+    """The id used for left padding: the tokenizer's pad id, else its EOS id, else 0."""
+    pad = tokenizer.pad_token_id
+    if pad is None:
+        pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    return int(pad)
+
+
+def prepare_batch(
+    prompts: Sequence[Sequence[int]], tokenizer, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded `input_ids`, `attention_mask` and position ids of a batch of prompts, on `device`."""
+    ids, mask = left_pad(prompts, pad_id_of(tokenizer))
+    ids, mask = ids.to(device), mask.to(device)
+    return ids, mask, positions_from_mask(mask)
+
+
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-pad token lists into `input_ids` and a 0/1 `attention_mask` of shape [batch, max_len]."""
     if not prompts or any(len(p) == 0 for p in prompts):

@@ -14,16 +14,9 @@ import torch
 from transformers import DynamicCache
 
 from .base import Decoder, GenerationResult, StopCriteria, register_decoder
-from .batch import left_pad, positions_from_mask
+from .batch import prepare_batch
 from .cache import select_rows
 from .stopping import StopTracker
-
-
-def pad_id_of(tokenizer) -> int:
-    pad = tokenizer.pad_token_id
-    if pad is None:
-        pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
-    return int(pad)
 
 
 @register_decoder("greedy")
@@ -38,12 +31,9 @@ class GreedyDecoder(Decoder):
     ) -> list[GenerationResult]:
         prune = bool(self.params.get("prune_finished", True))
         device = next(self.model.parameters()).device
-        ids, mask = left_pad(prompts, pad_id_of(self.tokenizer))
-        ids, mask = ids.to(device), mask.to(device)
-        pos = positions_from_mask(mask)
+        ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
         n = len(prompts)
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
-        steps = [0] * n
         cache = DynamicCache(config=self.model.config)
 
         # without padding the model takes its cheaper causal path: no mask tensor is built per step
@@ -65,7 +55,6 @@ class GreedyDecoder(Decoder):
             nxt_list = nxt.tolist()
             for b, row in enumerate(live.tolist()):
                 tracker.feed(row, [nxt_list[b]])
-                steps[row] += 1
             keep = [b for b, row in enumerate(live.tolist()) if not tracker.done(row)]
             if not keep:
                 break
@@ -86,14 +75,4 @@ class GreedyDecoder(Decoder):
             ).logits
             nxt = logits[:, -1].argmax(-1)
         t2 = time.perf_counter()
-        return [
-            GenerationResult(
-                tokens=tracker.tokens[i],
-                accepted=[1] * steps[i],
-                prompt_tokens=len(prompts[i]),
-                prefill_s=t1 - t0,
-                decode_s=t2 - t1,
-                stop_reason=tracker.reason[i] or "length",
-            )
-            for i in range(n)
-        ]
+        return tracker.results(prompts, [[1] * len(t) for t in tracker.tokens], (t0, t1, t2))

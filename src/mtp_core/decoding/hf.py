@@ -9,8 +9,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from .base import Decoder, GenerationResult, StopCriteria, register_decoder
-from .batch import left_pad
-from .greedy import pad_id_of
+from .batch import left_pad, pad_id_of
 from .stopping import StopTracker
 
 
@@ -64,14 +63,4 @@ class HFGreedyDecoder(Decoder):
         tracker = StopTracker(len(prompts), stop, self.tokenizer, max_new_tokens)
         for i, row in enumerate(new):
             tracker.feed(i, row)
-        return [
-            GenerationResult(
-                tokens=tracker.tokens[i],
-                accepted=[1] * len(tracker.tokens[i]),
-                prompt_tokens=len(prompts[i]),
-                prefill_s=t1 - t0,
-                decode_s=t2 - t1,
-                stop_reason=tracker.reason[i] or "length",
-            )
-            for i in range(len(prompts))
-        ]
+        return tracker.results(prompts, [[1] * len(t) for t in tracker.tokens], (t0, t1, t2))

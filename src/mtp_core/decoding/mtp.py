@@ -60,9 +60,8 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from .base import Decoder, GenerationResult, StopCriteria, register_decoder
-from .batch import left_pad, positions_from_mask
+from .batch import prepare_batch
 from .cache import crop_cache, select_rows
-from .greedy import pad_id_of
 from .stopping import StopTracker
 
 
@@ -177,9 +176,7 @@ class MaskMTPDecoder(Decoder):
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
     ) -> list[GenerationResult]:
         device = next(self.model.parameters()).device
-        ids, mask = left_pad(prompts, pad_id_of(self.tokenizer))
-        ids, mask = ids.to(device), mask.to(device)
-        pos = positions_from_mask(mask)
+        ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
         n = len(prompts)
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
         accepted: list[list[int]] = [[] for _ in range(n)]
@@ -256,18 +253,7 @@ class MaskMTPDecoder(Decoder):
             counts, preds = self.accept(logits), logits.argmax(-1)
             fed, refeed = [x + k_step - 1 for x in r], r
         t2 = time.perf_counter()
-        return [
-            GenerationResult(
-                tokens=tracker.tokens[i],
-                accepted=accepted[i],
-                prompt_tokens=len(prompts[i]),
-                prefill_s=t1 - t0,
-                decode_s=t2 - t1,
-                stop_reason=tracker.reason[i] or "length",
-                extra={"chunk_tokens": chunk_tokens[i], "refed": refed[i]},
-            )
-            for i in range(n)
-        ]
+        return tracker.results(prompts, accepted, (t0, t1, t2), {"chunk_tokens": chunk_tokens, "refed": refed})
 
 
 @register_decoder("static-k")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import StopCriteria
+from .base import GenerationResult, StopCriteria
 
 
 class StopTracker:
@@ -49,6 +49,31 @@ class StopTracker:
             elif len(toks) >= self.max_new_tokens:
                 self.reason[row] = "length"
         return kept
+
+    def results(
+        self,
+        prompts: Sequence[Sequence[int]],
+        accepted: Sequence[list[int]],
+        times: tuple[float, float, float],
+        extra: dict[str, Sequence[Any]] | None = None,
+    ) -> list[GenerationResult]:
+        """One `GenerationResult` per row from this tracker's tokens and stop reasons.
+
+        `times` = (start, end of prefill, end of decoding) of the batch; `extra` maps a key to one value per row.
+        """
+        t0, t1, t2 = times
+        return [
+            GenerationResult(
+                tokens=self.tokens[i],
+                accepted=list(accepted[i]),
+                prompt_tokens=len(prompts[i]),
+                prefill_s=t1 - t0,
+                decode_s=t2 - t1,
+                stop_reason=self.reason[i] or "length",
+                extra={k: v[i] for k, v in (extra or {}).items()},
+            )
+            for i in range(len(prompts))
+        ]
 
     def _completes_stop_string(self, toks: list[int]) -> bool:
         window = toks[-self._window :]

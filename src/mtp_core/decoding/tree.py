@@ -43,9 +43,8 @@ from transformers.cache_utils import DynamicLayer
 
 from ..masks.tree import TreeBuffers, ancestor_mask, chain_buffers, chunk_attention_mask
 from .base import Decoder, GenerationResult, StopCriteria
-from .batch import left_pad, positions_from_mask
+from .batch import prepare_batch
 from .cache import crop_cache, select_rows
-from .greedy import pad_id_of
 from .stopping import StopTracker
 
 
@@ -399,9 +398,7 @@ class TreeDecoder(Decoder):
         prune = bool(self.params.get("prune_finished", True))
         pad_small = bool(self.params.get("pad_small_chunks", True))
         device = next(self.model.parameters()).device
-        ids, mask = left_pad(prompts, pad_id_of(self.tokenizer))
-        ids, mask = ids.to(device), mask.to(device)
-        pos = positions_from_mask(mask)
+        ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
         n = len(prompts)
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
         accepted: list[list[int]] = [[] for _ in range(n)]
@@ -447,15 +444,4 @@ class TreeDecoder(Decoder):
                 rows = torch.arange(ctx.batch_size, device=device)
                 state.last_hidden = res.hidden[rows, res.num_accepted]
         t2 = time.perf_counter()
-        return [
-            GenerationResult(
-                tokens=tracker.tokens[i],
-                accepted=accepted[i],
-                prompt_tokens=len(prompts[i]),
-                prefill_s=t1 - t0,
-                decode_s=t2 - t1,
-                stop_reason=tracker.reason[i] or "length",
-                extra={"drafted": drafted[i]},
-            )
-            for i in range(n)
-        ]
+        return tracker.results(prompts, accepted, (t0, t1, t2), {"drafted": drafted})
