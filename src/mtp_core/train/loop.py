@@ -4,8 +4,10 @@
 train(step_fn, model, batches, cfg, out_dir, dist=LocalDist())
 ```
 * `model`: the trainable `nn.Module` (an HF causal LM for P1, P4; the heads module for P2/P5 ...). The loop
-  moves it to the device, builds AdamW over its trainable parameters (`optim.param_groups`) and the
-  warm-up schedule, and wraps it with `dist.wrap` (identity today; DDP/FSDP2 later, `dist.py`).
+  moves it to the device, wraps it with `dist.wrap` (identity, DDP or FSDP2, `dist.py`), then builds AdamW
+  over its trainable parameters (`optim.param_groups`; after wrapping, since FSDP2 replaces the parameters)
+  and the warm-up schedule. Frozen modules a step function holds (`frozen_modules`: attribute names,
+  default `("teacher",)` where present) go through `dist.wrap_frozen` (sharded, never trained, under FSDP2).
 * `batches`: a `BatchSource`, `micro_batch(MicroBatchSpec) -> batch`. A micro-batch is named by its step and
   its global index `chunk` in that step (0 .. global/micro - 1, whatever the process count) and the position
   `start = step * global + chunk * micro` of its first row in the source's infinite row stream. Sources are
@@ -23,7 +25,10 @@ autocast if `precision` says so) `backward(loss * w)` with w = weight (`loss_wei
 (`"micro_batch"`, the official `loss / grad_accum`); then the gradients are scaled by world / sum(w) over all
 processes, so the update is that of the mean over the global batch whatever the micro-batch split; clip to
 `grad_clip` (the norm before clipping is logged); AdamW; LR schedule. Then: one CSV row (flushed), a resumable
-state every `checkpoint_every` steps, an HF export at each of `save_steps`, callbacks. Resume restores model,
+state every `checkpoint_every` steps, an HF export at each of `save_steps`, callbacks: a callback may return
+`SAVE` (a resumable state now, e.g. a wall-clock interval) or raise `StopTraining` (a resumable state now, then
+the exception propagates: how the launcher stops at a step boundary on preemption); in a process group every
+rank's callbacks must decide alike (the launcher's callback all-reduces its flags). Resume restores model,
 optimiser, scheduler, step-function state, RNG states and the step, and truncates the CSV to that step, so
 killing a run and starting it again gives the same weights, bit for bit, as never killing it.
 """
@@ -52,6 +57,13 @@ from .dist import LocalDist
 from .optim import build_optimizer, build_scheduler
 
 log = logging.getLogger(__name__)
+
+SAVE = "save"  # a callback's return value asking for a resumable state at this step
+
+
+class StopTraining(Exception):
+    """Raised by a callback to stop at this step boundary: the loop saves a resumable state, then re-raises."""
+
 
 BASE_COLUMNS = ["step", "lr", "loss", "grad_norm", "weight", "tokens", "tokens_total", "step_s", "elapsed_s"]
 WALL_CLOCK_COLUMNS = ("step_s", "elapsed_s")
@@ -211,7 +223,12 @@ def train(
     model.train()
     if hasattr(step_fn, "setup"):
         step_fn.setup(dev, dist)
-    optimizer = build_optimizer(model, cfg, dev)
+    for name in getattr(step_fn, "frozen_modules", ("teacher",)):
+        if getattr(step_fn, name, None) is not None and hasattr(dist, "wrap_frozen"):
+            setattr(step_fn, name, dist.wrap_frozen(getattr(step_fn, name)))
+    wrapped = dist.wrap(model)  # before the optimiser: FSDP2 replaces the parameters by sharded ones
+    plain = dist.unwrap(wrapped)
+    optimizer = build_optimizer(plain, cfg, dev)
     scheduler = build_scheduler(optimizer, cfg)
     params = [p for g in optimizer.param_groups for p in g["params"]]
 
@@ -219,8 +236,8 @@ def train(
     ckpt = latest_checkpoint(ckpt_root) if cfg.resume else None
     if ckpt is not None:
         state, rng = load_checkpoint(ckpt, dist.rank)
-        dist.load_model_state_dict(model, state["model"])
-        dist.load_optim_state_dict(model, optimizer, state["optimizer"])
+        dist.load_model_state_dict(wrapped, state["model"])
+        dist.load_optim_state_dict(wrapped, optimizer, state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         if hasattr(step_fn, "load_state_dict") and state.get("step_fn") is not None:
             step_fn.load_state_dict(state["step_fn"])
@@ -236,8 +253,6 @@ def train(
     else:
         _seed_all(cfg.seed + dist.rank)
 
-    wrapped = dist.wrap(model)
-    plain = dist.unwrap(wrapped)
     exporter = export_fn or getattr(step_fn, "export", None) or (lambda m, p: export_hf(m, p))
     columns = _columns(step_fn)
     metric_cols = columns[len(BASE_COLUMNS):]
@@ -259,11 +274,12 @@ def train(
 
     def export(step: int | None) -> Path | None:
         path = out_dir / (cfg.final_dir if step is None else f"exports/{step_dir_name(step)}")
-        if dist.is_main:
-            plain.eval()
-            exporter(plain, path)
-            plain.train()
-            log.info("exported %s", path)
+        with dist.exportable(wrapped) if hasattr(dist, "exportable") else contextlib.nullcontext(plain) as full:
+            if dist.is_main:
+                full.eval()
+                exporter(full, path)
+                full.train()
+                log.info("exported %s", path)
         dist.barrier()
         return path
 
@@ -351,7 +367,16 @@ def train(
             if done in cfg.save_steps:
                 export(done)
             for cb in callbacks:
-                cb(done, row)
+                try:
+                    ask = cb(done, row)
+                except StopTraining:
+                    if last_saved != done:
+                        save_state(done)
+                    log.info("stopped at step %d (resumable state saved)", done)
+                    raise
+                if ask == SAVE and last_saved != done and done < cfg.max_steps:
+                    save_state(done)
+                    last_saved = done
         end = max(start, cfg.max_steps)
         if last_saved != end:
             save_state(end)

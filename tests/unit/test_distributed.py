@@ -1,0 +1,192 @@
+"""The training loop under torch.distributed on CPU (gloo): DDP and FSDP2 with 2 processes give the loss curve and
+weights of 1 process at the same global batch; FSDP2 shards the frozen teacher, which never receives a gradient;
+checkpoints resume bit for bit under FSDP2 and keep the single-process layout.
+
+Ranks are forked from the test process (no re-import of torch/transformers: a group of 2 starts in well under a
+second) and meet through a `file://` rendezvous. The launcher's own path (submitit's TorchDistributedEnvironment in
+2 local tasks) is covered in test_launch.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import os
+import traceback
+
+import pytest
+import torch
+
+from mtp_core.train import LocalDist, TrainConfig, read_curves, train
+from mtp_core.train.loop import WALL_CLOCK_COLUMNS
+
+from .test_train import Killed, _setup
+
+TOL = 5e-5  # max abs difference allowed between the 1- and 2-process loss curves / weights (float32 sums)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _cfg(**kw):
+    base = dict(max_steps=5, global_batch_size=4, micro_batch_size=1, lr=3e-3, warmup_steps=2, checkpoint_every=2,
+                keep_last=1, progress=False, log_every=0, grad_clip=1.0)
+    return TrainConfig(**{**base, **kw})
+
+
+def _child(rank, world, init, fn, out, args):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
+        try:
+            res = fn(rank, world, *args)
+        finally:
+            dist.destroy_process_group()
+        torch.save(res, out)
+    except BaseException:  # noqa: BLE001 - reported by the parent
+        with open(f"{out}.err", "w") as f:
+            f.write(traceback.format_exc())
+        os._exit(1)
+
+
+_groups = itertools.count()
+
+
+def run_ranks(world, fn, tmp_path, *args, timeout=120):
+    """Run fn(rank, world, *args) in `world` forked processes of one gloo group; their return values, by rank."""
+    ctx = mp.get_context("fork")
+    n = next(_groups)
+    init = tmp_path / f"pg-{n}"  # a fresh rendezvous file per group
+    outs = [tmp_path / f"group{n}-rank{r}.pt" for r in range(world)]
+    procs = [ctx.Process(target=_child, args=(r, world, init, fn, outs[r], args)) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout)
+    errors = []
+    for r, p in enumerate(procs):
+        if p.is_alive():
+            p.kill()
+            errors.append(f"rank {r}: still running after {timeout} s")
+        elif p.exitcode:
+            err = outs[r].with_name(outs[r].name + ".err")
+            errors.append(f"rank {r} exited {p.exitcode}:\n{err.read_text() if err.exists() else ''}")
+    assert not errors, "\n".join(errors)
+    return [torch.load(o, weights_only=False) for o in outs]
+
+
+def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
+    from mtp_core.train import make_dist
+
+    model, _, step, batches = _setup()
+    dist_obj = make_dist(strategy) if world > 1 or strategy != "none" else LocalDist()
+    teacher_fp = step.state_dict()["teacher_fingerprint"]
+    callbacks = []
+    if kill_at:
+        def kill(done, row):
+            if done == kill_at:
+                raise Killed
+        callbacks.append(kill)
+    try:
+        res = train(step, model, batches, _cfg(**cfg_kw), out_dir, dist=dist_obj, callbacks=callbacks)
+    except Killed:
+        return {"killed": True}
+    info = {"teacher_type": type(step.teacher).__name__,
+            "teacher_param_types": sorted({type(p).__name__ for p in step.teacher.parameters()}),
+            "teacher_grads": [p.grad is not None for p in step.teacher.parameters()],
+            "teacher_requires_grad": any(p.requires_grad for p in step.teacher.parameters()),
+            "model_type": type(model).__name__, "resumed_from": res.resumed_from}
+    if strategy == "fsdp":
+        full = dist_obj.model_state_dict(model)  # collective
+        info["teacher_full"] = dist_obj.model_state_dict(step.teacher)
+        from mtp_core.train.p1 import fingerprint
+        if rank == 0:
+            t = _setup()[2].teacher  # a fresh teacher of the same base weights
+            t.load_state_dict(info["teacher_full"])
+            info["teacher_fingerprint_after"] = fingerprint(t)
+    else:
+        full = dist_obj.unwrap(model).state_dict()
+    info["state"] = {k: v.detach().clone() for k, v in full.items()}
+    info["teacher_fingerprint"] = teacher_fp
+    return info
+
+
+def _curves(d):
+    return [{k: float(v) for k, v in r.items() if k not in WALL_CLOCK_COLUMNS and v != ""}
+            for r in read_curves(d / "curves.csv")]
+
+
+def _max_diff(a_rows, b_rows, cols=("loss", "grad_norm")):
+    assert [r["step"] for r in a_rows] == [r["step"] for r in b_rows]
+    return max(abs(a[c] - b[c]) for a, b in zip(a_rows, b_rows) for c in cols)
+
+
+def _weights_diff(a, b):
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_processes_match_one(tmp_path, strategy, record_property):
+    """Global batch 4 = 4 micro-batches of 1 row in one process, 2 per process in two: same curve, same weights.
+    The token counts (weights) of each step must be identical; loss and grad norm within float tolerance."""
+    one = run_ranks(1, _train_p1, tmp_path, "none", tmp_path / "one", {})[0]
+    two = run_ranks(2, _train_p1, tmp_path, strategy, tmp_path / "two", {})
+    c1, c2 = _curves(tmp_path / "one"), _curves(tmp_path / "two")
+    assert [(r["weight"], r["tokens"], r["lr"]) for r in c1] == [(r["weight"], r["tokens"], r["lr"]) for r in c2]
+    d_loss = _max_diff(c1, c2, ("loss",))
+    d_curve = _max_diff(c1, c2, ("loss", "grad_norm") + tuple(k for k in c1[0] if k.startswith("acc")))
+    d_weights = _weights_diff(one["state"], two[0]["state"])
+    record_property("max_abs_loss_diff", d_loss)
+    record_property("max_abs_weight_diff", d_weights)
+    print(f"{strategy}: 2 vs 1 process over {len(c1)} steps: max |loss diff| {d_loss:.3g} (loss ~{c1[0]['loss']:.2f}), "
+          f"max |loss, grad-norm, acc diff| {d_curve:.3g}, max |weight diff| {d_weights:.3g}")
+    assert d_curve < TOL and d_weights < TOL
+    assert (tmp_path / "two" / "model" / "model.safetensors").exists()
+    if strategy == "fsdp":
+        for r in two:  # the teacher: sharded, frozen, no gradient ever, unchanged
+            assert r["teacher_type"].startswith("FSDP") and r["teacher_param_types"] == ["DTensor"]
+            assert not any(r["teacher_grads"]) and not r["teacher_requires_grad"]
+            assert r["model_type"].startswith("FSDP")
+        assert two[0]["teacher_fingerprint_after"] == pytest.approx(two[0]["teacher_fingerprint"], rel=1e-12)
+        # the exported HF model (gathered from the shards) equals the trained weights
+        from transformers import AutoModelForCausalLM
+
+        exported = AutoModelForCausalLM.from_pretrained(tmp_path / "two" / "model").state_dict()
+        for k, v in exported.items():
+            assert torch.equal(v, two[0]["state"][k]), k
+
+
+def test_fsdp_resume_is_bit_exact_and_checkpoints_keep_the_local_layout(tmp_path):
+    """Kill an FSDP2 run after step 3 (last state: step 2), resume it under FSDP2: same weights and curve as the
+    uninterrupted FSDP2 run, bit for bit. Its checkpoint has the single-process layout (same keys, optimiser state
+    indexed like `optimizer.state_dict()`) and a single process resumes from it."""
+    ref = run_ranks(2, _train_p1, tmp_path, "fsdp", tmp_path / "ref", {})
+    killed = run_ranks(2, _train_p1, tmp_path, "fsdp", tmp_path / "run", {}, 3)
+    assert killed[0] == {"killed": True}
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step-00000002"]
+    res = run_ranks(2, _train_p1, tmp_path, "fsdp", tmp_path / "run", {})
+    assert res[0]["resumed_from"] == 2
+    assert _weights_diff(ref[0]["state"], res[0]["state"]) == 0.0
+    assert _curves(tmp_path / "ref") == _curves(tmp_path / "run")
+
+    fsdp_state = torch.load(tmp_path / "run" / "checkpoints" / "step-00000005" / "state.pt", weights_only=True)
+    local = run_ranks(1, _train_p1, tmp_path, "none", tmp_path / "local", {"max_steps": 2})
+    assert local[0]["resumed_from"] == 0
+    local_state = torch.load(tmp_path / "local" / "checkpoints" / "step-00000002" / "state.pt", weights_only=True)
+    assert fsdp_state["model"].keys() == local_state["model"].keys()
+    assert fsdp_state["optimizer"]["state"].keys() == local_state["optimizer"]["state"].keys()
+    assert [g["params"] for g in fsdp_state["optimizer"]["param_groups"]] == \
+        [g["params"] for g in local_state["optimizer"]["param_groups"]]
+    for i, s in local_state["optimizer"]["state"].items():
+        assert fsdp_state["optimizer"]["state"][i]["exp_avg"].shape == s["exp_avg"].shape
+    # one process continues the FSDP2 run from its step-5 state
+    cont = run_ranks(1, _train_p1, tmp_path, "none", tmp_path / "run", {"max_steps": 6})
+    assert cont[0]["resumed_from"] == 5

@@ -1,0 +1,428 @@
+"""The training launcher (`python -m mtp_core.train.launch`) without Slurm: submitit's local executor (a subprocess
+per task) and debug executor (in this process).
+
+* submit -> result -> the output written only on success; a failing trainer -> a clear error (the job's traceback
+  and the submitit log paths), no output, exit code 1 from the CLI;
+* re-attach: a launcher killed while its job runs is replaced by a second one that waits for the same job, and a
+  third one after completion reads the result; one submission in all;
+* preemption (SIGTERM then USR2 to the job's task, as Slurm sends it; submitit 1.5.4's `LocalJob._interrupt()` would
+  kill the local controller instead): the trainer saves at the next step boundary, the local controller restarts
+  the task (requeue, same job id), it resumes from that step and ends with the same weights as an uninterrupted run;
+* distributed: 2 local tasks through submitit's TorchDistributedEnvironment (gloo), DDP (with a preemption) and
+  FSDP2, match one process at the same global batch;
+* the loop hooks the trainer uses (`SAVE`, `StopTraining`), settings validation, the p1 method end to end.
+
+Most tests train `toy` (a small MLP on the generic loop): a job is one `import torch` plus milliseconds of training.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from mtp_core.train import SAVE, StopTraining, read_curves, train
+from mtp_core.train.launch import (
+    LaunchError,
+    LauncherConfig,
+    interrupt_job,
+    launch,
+    main,
+    p1_from_config,
+)
+from mtp_core.train.loop import WALL_CLOCK_COLUMNS
+
+pytestmark = pytest.mark.timeout(180)
+
+TRAIN = {"max_steps": 12, "global_batch_size": 8, "micro_batch_size": 2, "lr": 0.02, "warmup_steps": 2,
+         "checkpoint_every": 5, "progress": False, "log_every": 0}
+FAST = {"poll_s": 0.5, "progress_s": 5.0, "threads": 1}
+
+
+def toy(**kw):
+    train_kw = kw.pop("train", {})
+    return {"train": {**TRAIN, **train_kw}, **kw}
+
+
+def _job(out: Path) -> dict:
+    return json.loads(out.with_name(out.name + ".job.json").read_text())
+
+
+def _job_dirs(out: Path) -> list[str]:
+    return sorted(p.name for p in out.with_name(out.name + ".submitit").iterdir() if p.name[0].isdigit())
+
+
+def _weights(run_dir: Path) -> dict:
+    return torch.load(run_dir / "model" / "model.pt", weights_only=True)
+
+
+def _curves(run_dir: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK_COLUMNS} for r in read_curves(run_dir / "curves.csv")]
+
+
+def _attempts(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+
+
+def _wait_for_step(run_dir: Path, step: int, timeout: float = 90) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            rows = read_curves(run_dir / "curves.csv")
+        except (OSError, ValueError):
+            rows = []
+        if rows and int(rows[-1]["step"]) >= step:
+            return int(rows[-1]["step"])
+        time.sleep(0.05)
+    raise AssertionError(f"no step {step} in {run_dir / 'curves.csv'} after {timeout} s")
+
+
+# ------------------------------------------------------------------------------------------ loop hooks
+
+
+class _Toy:
+    metric_names = ["mse"]
+
+    def __call__(self, model, batch, ctx):
+        from mtp_core.train import StepOutput
+
+        x, y = batch
+        err = (model(x).squeeze(-1) - y) ** 2
+        return StepOutput(loss=err.mean(), weight=float(len(y)), metrics={"mse": (err.sum().detach(), len(y))})
+
+
+def _toy_model_and_data():
+    from mtp_core.train.launch import _ToyData
+
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 1), _ToyData(24, 4, 0)
+
+
+def test_loop_save_and_stop_hooks_resume_bit_exact(tmp_path):
+    """A callback returning SAVE adds a resumable state; one raising StopTraining gets one at that step before the
+    exception propagates; resuming from it equals the uninterrupted run bit for bit."""
+    from mtp_core.train import TrainConfig
+
+    cfg = TrainConfig(**{**TRAIN, "checkpoint_every": 0, "keep_last": 5})
+    model, data = _toy_model_and_data()
+    train(_Toy(), model, data, cfg, tmp_path / "ref", export_fn=lambda m, p: None)
+    ref = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def hooks(done, row):
+        if done == 3:
+            return SAVE
+        if done == 7:
+            raise StopTraining("preempted")
+        return None
+
+    model, data = _toy_model_and_data()
+    with pytest.raises(StopTraining):
+        train(_Toy(), model, data, cfg, tmp_path / "run", callbacks=[hooks], export_fn=lambda m, p: None)
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step-00000003", "step-00000007"]
+    model, data = _toy_model_and_data()
+    res = train(_Toy(), model, data, cfg, tmp_path / "run", export_fn=lambda m, p: None)
+    assert res.resumed_from == 7
+    assert all(torch.equal(model.state_dict()[k], ref[k]) for k in ref)
+    assert _curves(tmp_path / "run") == _curves(tmp_path / "ref")
+
+
+# ------------------------------------------------------------------------------------ local and debug
+
+
+def test_local_submit_result_and_output(tmp_path):
+    out = tmp_path / "run" / "train.json"
+    res = launch(out, "toy", toy(), {"cluster": "local", **FAST})
+    assert out.exists() and json.loads(out.read_text()) == res
+    assert res["steps"] == 12 and res["resumed_from"] == 0 and res["cluster"] == "local"
+    assert res["final_dir"] == str(out.parent / "model") and (out.parent / "model" / "model.pt").exists()
+    job = _job(out)
+    assert job["cluster"] == "local" and job["folder"].endswith("train.json.submitit/%j")
+    assert [s["job_id"] for s in job["submissions"]] == [res["job_id"]] == _job_dirs(out)
+    cost = json.loads(out.with_name("train.json.cost.json").read_text())
+    (entry,) = cost["jobs"]
+    assert entry["job_id"] == res["job_id"] and entry["state"] == "COMPLETED" and entry["gpus"] == 0
+    assert entry["elapsed_s"] > 0 and [a["status"] for a in entry["attempts"]] == ["completed"]
+    assert cost["total"]["gpu_hours"] == 0.0
+
+
+def test_failing_trainer_gives_traceback_and_log_path_and_no_output(tmp_path, capsys):
+    """Through the CLI: exit code 1, stderr (the rule's log) has the job's traceback and the submitit log paths; the
+    declared output is not written; the next run submits a new job (a failed job is never re-attached)."""
+    out = tmp_path / "run" / "train.json"
+    argv = ["--output", str(out), "--method", "toy", "--settings", json.dumps(toy(fail_at_step=3)),
+            "--cluster", "local", "--launcher", json.dumps(FAST)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    job_id = _job(out)["job_id"]
+    log_err = out.parent / "train.json.submitit" / job_id / f"{job_id}_0_log.err"
+    assert "RuntimeError: toy: failing on purpose at step 3" in err and "Traceback" in err
+    assert str(log_err) in err and log_err.exists() and f"training job {job_id} (local) failed" in err
+    assert not out.exists()
+    cost = json.loads(out.with_name("train.json.cost.json").read_text())
+    assert cost["jobs"][0]["attempts"][0]["status"].startswith("failed: RuntimeError")
+    assert main(argv) == 1
+    assert "new submission" in capsys.readouterr().err and len(_job(out)["submissions"]) == 2
+
+
+def test_debug_cluster_runs_in_process(tmp_path, capsys):
+    out = tmp_path / "run" / "train.json"
+    res = launch(out, "toy", toy(), {"cluster": "debug"})
+    assert res["steps"] == 12 and res["job_id"].startswith("DEBUG_") and out.exists()
+    bad = tmp_path / "bad" / "train.json"
+    with pytest.raises(LaunchError, match="failing on purpose at step 2") as e:
+        launch(bad, "toy", toy(fail_at_step=2), {"cluster": "debug"})
+    assert "submitit logs" in str(e.value) and not bad.exists()
+    assert "pdb skipped" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_debug_cluster_group_of_one(tmp_path, strategy):
+    """strategy ddp/fsdp with one process still builds a (gloo) group of one through TorchDistributedEnvironment:
+    the DDP/FSDP2 code paths run in the launcher's own process and give the single-process weights."""
+    plain = launch(tmp_path / "plain" / "train.json", "toy", toy(), {"cluster": "debug", "threads": 1})
+    res = launch(tmp_path / "one" / "train.json", "toy", toy(), {"cluster": "debug", "threads": 1, "strategy": strategy})
+    assert res["attempts"][0]["strategy"] == strategy and res["attempts"][0]["backend"] == "gloo"
+    assert not torch.distributed.is_initialized() and "MASTER_PORT" not in os.environ
+    w1, w2 = _weights(tmp_path / "plain"), _weights(tmp_path / "one")
+    assert all(torch.allclose(w1[k], w2[k], rtol=0, atol=1e-6) for k in w1) and plain["steps"] == res["steps"]
+
+
+def _launch_in_child(out, settings, launcher):
+    launch(out, "toy", settings, launcher)
+
+
+def test_reattach_after_the_launcher_is_killed_submits_once(tmp_path, capsys):
+    """Launcher 1 submits and is SIGKILLed while its job trains (as when Snakemake dies); launcher 2 finds the job
+    running and waits for it; launcher 3, after completion, reads its result. One submission in all."""
+    out = tmp_path / "run" / "train.json"
+    settings = toy(step_sleep_s=0.1, train={"max_steps": 30})
+    launcher = {"cluster": "local", **FAST}
+    first = mp.get_context("fork").Process(target=_launch_in_child, args=(out, settings, launcher))
+    first.start()
+    _wait_for_step(out.parent, 2)
+    os.kill(first.pid, signal.SIGKILL)
+    first.join()
+    job_id = _job(out)["job_id"]
+    assert not out.exists()
+    res = launch(out, "toy", settings, launcher)  # launcher 2
+    assert "re-attaching to job" in capsys.readouterr().err
+    assert res["job_id"] == job_id and res["steps"] == 30 and out.exists()
+    again = launch(out, "toy", settings, launcher)  # launcher 3: the job is over, its result is read
+    assert "its result is there" in capsys.readouterr().err and again["job_id"] == job_id
+    assert [s["job_id"] for s in _job(out)["submissions"]] == [job_id] and _job_dirs(out) == [job_id]
+    assert [a["status"] for a in _attempts(out.parent)] == ["completed"]
+    # other settings never re-attach to a job (here: a finished one, so a new job is submitted)
+    other = launch(out, "toy", toy(step_sleep_s=0.1, train={"max_steps": 31}), launcher)
+    assert other["job_id"] != job_id and len(_job(out)["submissions"]) == 2
+
+
+def _launch_in_thread(out, settings, launcher, box):
+    try:
+        box["result"] = launch(out, "toy", settings, launcher)
+    except BaseException as e:  # noqa: BLE001 - re-raised by the test
+        box["error"] = e
+
+
+def _wait_for_text(path_of, text: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = path_of()
+        if path is not None and path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} in {path_of()} after {timeout} s")
+
+
+def test_preemption_requeues_resumes_and_matches_uninterrupted(tmp_path, capsys):
+    """Two preemptions (SIGTERM + USR2 to the task, as Slurm sends them) of one local job:
+    1. during the (simulated) model load, before any step: submitit requeues at once (exit 144; nothing to save);
+    2. mid-training: the trainer saves at the next step boundary, exits for requeue, the local controller restarts
+       the task under the same job id, it resumes there.
+    No finished step is lost; the final weights and curve equal an uninterrupted run's; one submission."""
+    settings = toy(step_sleep_s=0.1, startup_sleep_s=2.0, train={"max_steps": 40, "checkpoint_every": 10})
+    out = tmp_path / "pre" / "train.json"
+    box: dict = {}
+    t = threading.Thread(target=_launch_in_thread, args=(out, settings, {"cluster": "local", **FAST}, box))
+    t.start()
+
+    def log_out():
+        try:
+            job_id = _job(out)["job_id"]
+        except (OSError, ValueError):
+            return None
+        return out.parent / "train.json.submitit" / job_id / f"{job_id}_0_log.out"
+
+    _wait_for_text(log_out, "toy: loading")
+    job_id = interrupt_job(out)
+    at = _wait_for_step(out.parent, 6)
+    assert interrupt_job(out) == job_id
+    t.join(120)
+    assert "error" not in box, box.get("error")
+    res = box["result"]
+    ref = launch(tmp_path / "ref" / "train.json", "toy", {**settings, "step_sleep_s": 0.0, "startup_sleep_s": 0.0},
+                 {"cluster": "debug", "threads": 1})  # the sleeps change no arithmetic
+
+    a = _attempts(out.parent)
+    assert [x["status"] for x in a] == ["requeued before the first step (exit 144)", "preempted", "completed"]
+    assert {x["job_id"] for x in a} == {job_id}
+    stopped, resumed = a[1]["end_step"], a[2]["start_step"]
+    print(f"preempted at step >= {at}: stopped at step {stopped}, resumed from {resumed}; "
+          f"steps lost {stopped - resumed} (interval 10); attempt 3 restarted "
+          f"{a[2]['started_at'] - a[1]['ended_at']:.1f} s after attempt 2 stopped")
+    assert at <= stopped < 40 and resumed == stopped  # no finished step lost (bound: one interval of 10)
+    assert res["steps"] == 40 and res["resumed_from"] == stopped
+    assert [x["status"] for x in res["attempts"]] == ["preempted before the loop", "preempted", "completed"]
+    assert _job_dirs(out) == [job_id] and len(_job(out)["submissions"]) == 1
+    log = log_out().read_text()
+    assert log.count("Requeued job") == 2 and "Calling checkpoint method" in log
+    w, w_ref = _weights(out.parent), _weights(tmp_path / "ref")
+    assert all(torch.equal(w[k], w_ref[k]) for k in w_ref)
+    assert _curves(out.parent) == _curves(tmp_path / "ref")
+    cost = json.loads(out.with_name("train.json.cost.json").read_text())
+    assert cost["jobs"][0]["requeues"] == 2 and ref["steps"] == 40
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_local_tasks_match_one_process(tmp_path, strategy):
+    """2 tasks of one local job (submitit's TorchDistributedEnvironment -> gloo process group) at global batch 8
+    (2 micro-batches of 2 per task) give the curve and weights of 1 process with 4 micro-batches. The DDP run is
+    preempted half-way: the stop is agreed by all-reduce, both ranks leave, both restart and resume."""
+    settings = toy(step_sleep_s=0.05 if strategy == "ddp" else 0.0, train={"max_steps": 30, "checkpoint_every": 10})
+    launch(tmp_path / "one" / "train.json", "toy", {**settings, "step_sleep_s": 0.0}, {"cluster": "debug", "threads": 1})
+    out = tmp_path / "two" / "train.json"
+    launcher = {"cluster": "local", "tasks_per_node": 2, "strategy": strategy, **FAST}
+    if strategy == "ddp":
+        box: dict = {}
+        t = threading.Thread(target=_launch_in_thread, args=(out, settings, launcher, box))
+        t.start()
+        _wait_for_step(out.parent, 5)
+        interrupt_job(out)
+        t.join(150)
+        assert "error" not in box, box.get("error")
+        assert [x["status"] for x in _attempts(out.parent)] == ["preempted", "completed"]
+    else:
+        launch(out, "toy", settings, launcher)
+    a = _attempts(out.parent)
+    assert all(x["world_size"] == 2 and x["strategy"] == strategy and x["backend"] == "gloo" for x in a)
+    one, two = _curves(tmp_path / "one"), _curves(tmp_path / "two")
+    assert [r["step"] for r in one] == [r["step"] for r in two] and [r["tokens"] for r in one] == [r["tokens"] for r in two]
+    d_curve = max(abs(float(x["loss"]) - float(y["loss"])) for x, y in zip(one, two))
+    w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    d_w = max((w1[k] - w2[k]).abs().max().item() for k in w1)
+    print(f"{strategy}: 2 local tasks vs 1 process: max |loss diff| {d_curve:.3g}, max |weight diff| {d_w:.3g}")
+    assert d_curve < 1e-5 and d_w < 1e-5
+
+
+# ------------------------------------------------------------------------------------ settings, CLI, p1
+
+
+def test_settings_are_checked_before_anything_is_submitted(tmp_path, capsys):
+    out = tmp_path / "run" / "train.json"
+    with pytest.raises(ValueError, match="launcher.cluster: 'auto' is not one of slurm, local, debug"):
+        LauncherConfig.from_dict({"cluster": "auto"})
+    with pytest.raises(ValueError, match="unknown key"):
+        LauncherConfig.from_dict({"gpus": 1})
+    with pytest.raises(ValueError, match="debug cluster runs one process"):
+        LauncherConfig.from_dict({"cluster": "debug", "tasks_per_node": 2})
+    with pytest.raises(ValueError, match="not divisible by world_size 3"):
+        launch(out, "toy", toy(), {"cluster": "local", "tasks_per_node": 3})
+    with pytest.raises(ValueError, match="toy settings: unknown setting"):
+        launch(out, "toy", {**toy(), "lr": 1}, {"cluster": "local"})
+    with pytest.raises(ValueError, match="unknown training method"):
+        launch(out, "p9", toy(), {"cluster": "local"})
+    assert not out.with_name("train.json.job.json").exists()
+    assert main(["--output", str(out), "--method", "toy", "--settings", json.dumps(toy()), "--set", "gpus=2"]) == 2
+    assert "unknown key(s) gpus" in capsys.readouterr().err
+    assert main(["--output", str(out), "--method", "toy", "--settings", json.dumps(toy()), "--cluster", "slurm",
+                 "--partition", "gpu", "--set", 'slurm_additional_parameters={"requeue": true}', "--dry-run"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["launcher"]["cluster"] == "slurm" and shown["launcher"]["partition"] == "gpu"
+    assert shown["launcher"]["slurm_additional_parameters"] == {"requeue": True}
+
+
+def test_slurm_executor_parameters(tmp_path, monkeypatch):
+    """The sbatch script the launcher's settings produce (no Slurm needed to build it); partition and account
+    fall back to the slurm/ profile's environment variables."""
+    from mtp_core.train.launch import _executor, _Paths
+
+    monkeypatch.setenv("MTP_SLURM_PARTITION", "cpu-part")
+    monkeypatch.setenv("MTP_SLURM_GPU_PARTITION", "gpu-part")
+    monkeypatch.setenv("MTP_SLURM_ACCOUNT", "site-acct")
+    for gpus, part in ((0, "cpu-part"), (1, "gpu-part")):
+        cfg = LauncherConfig.from_dict({"cluster": "slurm", "gpus_per_node": gpus})
+        text = _executor(cfg, _Paths(tmp_path / "e.json", tmp_path), "x")._executor._make_submission_file_text("c", "u")
+        assert f"#SBATCH --partition={part}" in text and "#SBATCH --account=site-acct" in text
+
+    cfg = LauncherConfig.from_dict({"cluster": "slurm", "nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4,
+                                    "cpus_per_task": 8, "mem_gb": 64, "timeout_min": 120, "partition": "gpu",
+                                    "account": "proj", "slurm_additional_parameters": {"requeue": True}})
+    ex = _executor(cfg, _Paths(tmp_path / "o.json", tmp_path), "train-p1-main")
+    text = ex._executor._make_submission_file_text("python -u -m submitit.core._submit x", "uid")
+    for line in ("--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--cpus-per-task=8", "--mem=64GB",
+                 "--time=120", "--partition=gpu", "--account=proj", "--requeue", "--signal=USR2@90",
+                 "--job-name=train-p1-main"):
+        assert f"#SBATCH {line}" in text, line
+
+
+def test_p1_settings_from_config(tmp_path, capsys):
+    """`--config FILE --run NAME`: the run's settings are `p1_plan.run_settings` (what the training rule passes),
+    its launcher settings `papers.p1.launcher` with the run's `launcher` merged in."""
+    import yaml
+
+    from mtp_core import p1_plan
+    from mtp_core.config import load_config
+
+    from ..conftest import REPO
+
+    raw = yaml.safe_load((REPO / "config" / "tiny.yaml").read_text())
+    raw["papers"]["p1"]["launcher"] = {"cluster": "local", "timeout_min": 30}
+    raw["papers"]["p1"]["runs"]["main"] = {"launcher": {"tasks_per_node": 2}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config(path)
+    settings, launcher = p1_from_config(config, "main")
+    assert settings == p1_plan.run_settings(config, "main")
+    assert settings["model"]["name"] == raw["papers"]["p1"]["model"] and settings["p1"]["k_max"] == 4
+    assert launcher == {"cluster": "local", "timeout_min": 30, "tasks_per_node": 2}
+    with pytest.raises(ValueError, match="no run 'other'"):
+        p1_from_config(config, "other")
+    out = tmp_path / "run" / "launch.json"
+    assert main(["--output", str(out), "--config", str(path), "--run", "main", "--nodes", "1", "--dry-run"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["settings"]["data"] == "results/data/math/train.jsonl"
+    assert shown["launcher"]["tasks_per_node"] == 2 and shown["launcher"]["timeout_min"] == 30
+
+
+def test_p1_method_through_the_launcher(tmp_path):
+    """Paper 1 end to end through the launcher (debug cluster: in this process): the student is exported as an HF
+    checkpoint with <MTP>, the output records it."""
+    from transformers import AutoModelForCausalLM
+
+    from mtp_core.models import prepare_base_model
+
+    from ..conftest import tiny_spec
+
+    spec = tiny_spec("llama")
+    base = prepare_base_model(spec, tmp_path / "base")
+    rows = [{"query": f"What is {a} + {b}?", "response": f"{a} + {b} = {a + b}. The answer is {a + b}."}
+            for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = {"model": spec, "base_dir": str(base), "data": str(data),
+                "train": {"max_steps": 2, "global_batch_size": 2, "micro_batch_size": 1, "warmup_steps": 1,
+                          "lr": 1e-3, "checkpoint_every": 1, "progress": False},
+                "p1": {"seq_len": 32, "k_max": 4}}
+    out = tmp_path / "p1" / "train.json"
+    res = launch(out, "p1", settings, {"cluster": "debug", "threads": 1})
+    assert res["steps"] == 2 and Path(res["final_dir"]).name == "model"
+    model = AutoModelForCausalLM.from_pretrained(res["final_dir"])
+    assert model.config.mtp_mask_token_id is not None
+    with pytest.raises(ValueError, match="p1 settings.data: .* does not exist"):
+        launch(out, "p1", {**settings, "data": str(tmp_path / "nope.jsonl")}, {"cluster": "debug"})
