@@ -1,5 +1,9 @@
 # Two commands: `make run` (embedded-scale `all`) and `make test` (the whole test suite).
 # Both create or update .venv first; `make venv` only builds the environment.
+# `make test` runs pytest inside tests/slurm/with_cluster.sh: as root on Debian it installs (when missing) and
+# starts a single-node Slurm in the background for the `slurm` tests, which run last, and stops it afterwards;
+# elsewhere those tests skip with the reason (MTP_SLURM=off skips them on purpose). `make test-slurm` runs only
+# the Slurm tests (cluster started first).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -8,7 +12,9 @@ CORES  ?= all
 # The embedded and tiny scales never touch the Hugging Face hub.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: venv run test test-fast report clean-results
+SLURM_STAGE := tests/slurm/with_cluster.sh
+
+.PHONY: venv run test test-fast test-slurm slurm-start slurm-stop report clean-results
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,10 +33,20 @@ run: venv
 	$(OFFLINE) $(BIN)/snakemake --cores 1 --report results/report.html all
 
 test: venv
-	$(OFFLINE) $(BIN)/pytest
+	$(OFFLINE) $(SLURM_STAGE) --background $(BIN)/pytest
+
+test-slurm: venv
+	$(OFFLINE) $(SLURM_STAGE) $(BIN)/pytest -m slurm tests/slurm
 
 test-fast: venv
 	$(OFFLINE) $(BIN)/pytest -x -q tests/unit
+
+# the CI cluster by hand (root): start it, then e.g. `.venv/bin/pytest -m slurm tests/slurm`, then stop it
+slurm-start:
+	tests/slurm/start.sh
+
+slurm-stop:
+	tests/slurm/stop.sh
 
 clean-results:
 	rm -rf results .snakemake

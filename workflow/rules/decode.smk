@@ -23,8 +23,6 @@ rule decode_prompts:
     benchmark:
         f"{RESULTS}/benchmarks/decode_prompts/{{model}}/{{prompt_set}}.tsv"
     threads: config["threads"]
-    resources:
-        gpu=1 if SCALE == "paper" else 0,
     script:
         "../scripts/decode_prompts.py"
 
@@ -48,7 +46,5 @@ rule evaluate:
     benchmark:
         f"{RESULTS}/benchmarks/evaluate/{{model}}/{{task}}.tsv"
     threads: config["threads"]
-    resources:
-        gpu=1 if SCALE == "paper" else 0,
     script:
         "../scripts/evaluate.py"

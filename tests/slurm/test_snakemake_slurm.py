@@ -1,0 +1,106 @@
+"""The pipeline on the CI cluster through the `slurm/` profile and the CI overlay:
+
+    snakemake --profile slurm --profile tests/slurm/ci --configfile config/tiny.yaml <targets>
+
+run from the repository root (as users type it) with --directory a temporary dir. Every data and decoding rule
+must run as its own Slurm job (checked in sacct through the plugin's job comment `rule_<rule>_wildcards_<wc>`),
+and the GPU rules must get a GPU (AllocTRES gres/gpu=1, CUDA_VISIBLE_DEVICES in the job environment).
+
+To keep the Slurm stage within its CI budget, the default targets are one decoding and one evaluation result,
+both of the tiny Llama (`--config evaluation={"model": "tiny-llama"}`): prepare_model, prepare_prompts and
+prepare_math, then decode_prompts and evaluate on a GPU each; 5 Slurm jobs in two waves, about 2 min on 2 busy
+cores. MTP_SLURM_TEST_TARGETS=all runs the whole tiny `all` unchanged instead (16 jobs, ~6 min on 2 busy cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ..conftest import REPO
+from .conftest import sacct_jobs
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+DEFAULT_TARGETS = [
+    "results/decode/base/tiny-llama/prompts-code/greedy.json",
+    "results/decode/base/tiny-llama/synthetic_math_cot/greedy.json",
+]
+# one prepared model for both GPU rules: one Slurm job less in the first wave
+DEFAULT_OVERRIDE = ["--config", 'evaluation={"model": "tiny-llama"}']
+GPU_RULES = {"decode_prompts", "evaluate"}
+
+
+@pytest.fixture(scope="module")
+def slurm_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("smk-slurm")
+    targets = os.environ.get("MTP_SLURM_TEST_TARGETS", "").split()
+    override = [] if targets else DEFAULT_OVERRIDE
+    targets = targets or DEFAULT_TARGETS
+    cmd = [
+        sys.executable, "-m", "snakemake", "--profile", "slurm", "--profile", "tests/slurm/ci",
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
+        "--configfile", str(REPO / "config/tiny.yaml"), *override, "--verbose", "--", *targets,
+    ]
+    log = work / "snakemake.log"
+    t0 = time.monotonic()
+    with log.open("w") as fh:
+        proc = subprocess.run(cmd, cwd=REPO, env=ENV, stdout=fh, stderr=subprocess.STDOUT, timeout=900)
+    text = log.read_text()
+    print(f"snakemake on Slurm: {time.monotonic() - t0:.1f} s")
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{text[-8000:]}")
+    run_names = set(re.findall(r"sbatch call: sbatch --parsable --job-name (\S+)", text))
+    assert len(run_names) == 1, run_names  # the plugin names every job of a run by the run's id
+    job_ids = re.findall(r"has been submitted with SLURM jobid (\d+)", text)
+    rows = sacct_jobs(job_ids)
+    assert sorted(r["JobIDRaw"] for r in rows) == sorted(job_ids), rows
+    assert all(r["JobName"] == next(iter(run_names)) for r in rows), rows
+    return work, targets, text, rows
+
+
+def _rule(row: dict) -> str:
+    m = re.match(r"rule_(\w+?)_wildcards_", row["Comment"])
+    assert m, f"job {row['JobIDRaw']} has no rule comment: {row}"
+    return m.group(1)
+
+
+def test_rules_ran_as_slurm_jobs(slurm_run):
+    work, targets, _, rows = slurm_run
+    for t in targets if targets != ["all"] else ["results/tables/base/decoding.csv"]:
+        assert (work / t).is_file(), t
+    rules = [_rule(r) for r in rows]
+    assert {"prepare_model", "prepare_prompts", "prepare_math", "decode_prompts", "evaluate"} <= set(rules), rows
+    comments = [r["Comment"] for r in rows]
+    assert len(comments) == len(set(comments)), comments  # no job ran twice
+    assert all(r["State"] == "COMPLETED" and r["ExitCode"] == "0:0" for r in rows), rows
+    res = json.loads((work / "results/decode/base/tiny-llama/prompts-code/greedy.json").read_text())
+    assert res["scale"] == "tiny" and res["n"] > 0
+
+
+def test_gpu_rules_got_a_gpu(slurm_run):
+    work, _, text, rows = slurm_run
+    for r in rows:
+        rule = _rule(r)
+        assert ("gres/gpu=1" in r["AllocTRES"]) == (rule in GPU_RULES), r
+    # the sbatch flags of the profile's GPU resources (gpu: 1, cpus_per_gpu: 1 in the CI overlay)
+    gpu_calls = [line for line in text.splitlines() if re.search(r"--comment rule_(decode_prompts|evaluate)_", line)]
+    assert gpu_calls and all("--gpus=1" in c and "--cpus-per-gpu=1" in c for c in gpu_calls), gpu_calls[:1]
+    # the job environment (printed by the jobstep under --verbose; successful logs are kept by the CI overlay)
+    for rule in GPU_RULES:
+        logs = list((work / ".snakemake/slurm_logs").glob(f"rule_{rule}/*/*.log"))
+        assert logs, rule
+        for path in logs:
+            assert re.search(r"'CUDA_VISIBLE_DEVICES': '[01]'", path.read_text()), path
+
+
+# Training through the submitit launcher (mtp_core.train.launch), checkpoint/requeue after preemption, and
+# re-attaching after Snakemake is killed come with the launcher, in tests/slurm/test_launcher.py.
