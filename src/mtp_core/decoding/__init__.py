@@ -9,7 +9,7 @@ from .base import (
     register_decoder,
     registry_name,
 )
-from . import greedy, hf, mtp, prompt_lookup  # noqa: F401  (registration)
+from . import greedy, hf, mtp, probing, prompt_lookup  # noqa: F401  (registration)
 from .tree import Draft, TreeContext, TreeDecoder, TreeState, verify_tree
 
 __all__ = [

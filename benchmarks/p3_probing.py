@@ -1,0 +1,311 @@
+"""Paper 3 probing on the embedded model (issue 5 items 2-3): mask-token hit rates and decoding side by side.
+
+Part `hits` (one forward per prompt and mask variant, no decoding): the reference greedy continuation of each
+prompt is laid out as a chain on top of the prompt's KV cache and a chain of two mask tokens hangs on every
+continuation token (exactly where the decoder hangs them: `draft_trees.mask_chain_parents`). Mask 1 on token
+t predicts t+2, mask 2 predicts t+3. Reported: top-1 / top-10 hit rates of t+2 (raw, no pruning: the issue's
+measurement) and of t+3, per variant, open-ended categories vs the others. The node logits are checked to
+reproduce the greedy continuation (argmax at token t = token t+1).
+
+Part `bench` (`mtp_core.bench.run_bench`: same weights, prompts and threads, warm-up, interleaved order): greedy,
+prompt lookup (chain of 3, the issue's baseline) and probing presets; tokens per forward (bonus included), tok/s,
+speed vs greedy and identical_to_greedy, overall and per category; for probing also the decoder's own hit rates.
+
+    .venv/bin/python benchmarks/p3_probing.py --part hits
+    .venv/bin/python benchmarks/p3_probing.py --part bench --decoders greedy,prompt-lookup,vocab_mean-bc30,...
+
+Preset names: `greedy`, `prompt-lookup`, `<strategy>-bc<BC>[-m2][-adaptive]` with strategy in prompt_mean,
+last_n, gaussian, vocab_mean. Runs are kept under ~10 minutes each on the 2-core sandbox by choosing the presets
+and `--n-per-category`; every run includes greedy, so speeds compare within one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from mtp_core.bench import BenchPrompt, encode_prompts, run_bench  # noqa: E402
+from mtp_core.decoding import build_decoder  # noqa: E402
+from mtp_core.decoding.base import DECODERS, register_decoder  # noqa: E402
+from mtp_core.decoding.cache import crop_cache  # noqa: E402
+from mtp_core.decoding.draft_trees import mask_chain_parents  # noqa: E402
+from mtp_core.decoding.probing import ProbingDecoder, ema_update  # noqa: E402
+from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
+from mtp_core.masks.tree import chain_buffers  # noqa: E402
+from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
+
+log = logging.getLogger("p3_probing")
+OPEN_ENDED = {"writing", "roleplay", "conversation", "qa"}
+
+HIT_VARIANTS: dict[str, dict[str, Any]] = {
+    "last_n (last prompt token)": {"strategy": "last_n", "n_last": 1},
+    "last_n context (last prefix token)": {"strategy": "last_n", "last_n_context": True},
+    "gaussian (vocab mean/std)": {"strategy": "gaussian", "seed": 0},
+    "prompt_mean alpha=0": {"strategy": "prompt_mean", "alpha": 0.0},
+    "prompt_mean alpha=0.1": {"strategy": "prompt_mean", "alpha": 0.1},
+    "prompt_mean alpha=0.5": {"strategy": "prompt_mean", "alpha": 0.5},
+    "vocab_mean": {"strategy": "vocab_mean"},
+    "vocab_mean x0.5": {"strategy": "vocab_mean", "scale": 0.5},
+    "vocab_mean x2": {"strategy": "vocab_mean", "scale": 2.0},
+}
+
+
+def preset(name: str) -> tuple[str, dict[str, Any]]:
+    """(registered decoder, params) of a preset name (see the module docstring)."""
+    if name == "greedy":
+        return "greedy", {}
+    if name == "prompt-lookup":
+        return "prompt-lookup", {"num_draft": 3}
+    parts = name.split("-")
+    params: dict[str, Any] = {"strategy": parts[0]}
+    for p in parts[1:]:
+        if p.startswith("bc"):
+            params["bc"] = int(p[2:])
+        elif p == "m2":
+            params["masks_per_step"] = 2
+        elif p == "adaptive":
+            params["adaptive"] = True
+        elif p == "noprune":
+            params["prune"] = False
+        else:
+            raise ValueError(f"unknown preset part {p!r} in {name!r}")
+    return "probing", params
+
+
+def alias(label: str, base: type) -> str:
+    """Register `base` under a second name, so that run_bench (name -> params) can run several settings."""
+    if label not in DECODERS:
+        register_decoder(label)(type("P3_" + label.replace("-", "_"), (base,), {}))
+    return label
+
+
+def load(model_dir: Path) -> tuple[LoadedModel, str]:
+    if (model_dir / "config.json").is_file():
+        spec = {"source": "local", "path": str(model_dir), "name": model_dir.name, "dtype": "float32",
+                "chat_template": True}
+        return load_model(spec), str(model_dir)
+    spec = {"source": "tiny", "arch": "llama", "name": "tiny-llama", "hidden_size": 256, "num_layers": 4,
+            "num_heads": 4, "num_kv_heads": 2, "intermediate_size": 768, "max_position_embeddings": 2048,
+            "tie_word_embeddings": True, "init_seed": 0, "chat_template": True, "dtype": "float32"}
+    d = prepare_base_model(spec, Path(tempfile.mkdtemp()) / "tiny")
+    return load_model(spec, base_dir=d), f"TINY random model ({model_dir} absent)"
+
+
+def read_prompts(loaded: LoadedModel, path: Path, per_cat: int, offset: int) -> tuple[list[BenchPrompt], str]:
+    if not path.is_file():
+        rows = [{"id": str(i), "category": c, "prompt": p} for i, (c, p) in enumerate([
+            ("writing", "Write a short poem about a cat who likes rain."),
+            ("math_reasoning", "What is 17 times 23? Show your steps."),
+            ("coding", "How do I reverse a list in Python?"),
+            ("summarization", "Summarise the plot of Romeo and Juliet."),
+        ])]
+        return encode_prompts(loaded, rows), f"hand-written prompts ({path} absent)"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    by_cat: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_cat[r.get("category") or "all"].append(r)
+    chosen = [r for rs in by_cat.values() for r in rs[offset : offset + per_cat]]
+    return encode_prompts(loaded, chosen), str(path)
+
+
+# ---------------------------------------------------------------- part 1: hit rates
+
+
+def mask_embeddings(dec: ProbingDecoder, prompt: list[int], cont: list[int]) -> torch.Tensor:
+    """[T, H] the (scaled) mask embedding hung on each continuation token t (after folding prompt + cont[:t+1])."""
+    ids = torch.tensor([prompt])
+    e = dec.initial_embeddings(ids, torch.ones_like(ids))  # [1, H]
+    emb = dec.model.get_input_embeddings()
+    out = []
+    with torch.inference_mode():
+        for t in range(len(cont)):
+            if dec.strategy == "prompt_mean" and dec.alpha > 0:
+                e = ema_update(e, emb(torch.tensor([[cont[t]]])).float(), torch.tensor([1]), dec.alpha)
+            elif dec.strategy == "last_n" and dec.last_n_context:
+                e = emb(torch.tensor([cont[t]]))[None, 0].float()
+            out.append(e[0])
+    return torch.stack(out) * dec.scale
+
+
+@torch.inference_mode()
+def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[int]]) -> dict[str, Any]:
+    model, tok = loaded.model, loaded.tokenizer
+    counts: dict[str, dict[str, list[float]]] = {v: defaultdict(lambda: [0.0] * 5) for v in HIT_VARIANTS}
+    consistent = total = 0
+    for p, cont in zip(prompts, conts):
+        t = len(cont)
+        if t < 4:
+            continue
+        group = "open-ended" if p.category in OPEN_ENDED else "other"
+        cache = DynamicCache(config=model.config)
+        ids = torch.tensor([p.ids])
+        model(input_ids=ids, past_key_values=cache, logits_to_keep=1)
+        ctx = TreeContext(cache, torch.ones(1, len(p.ids), dtype=torch.bool), torch.tensor([cont[0]]),
+                          torch.tensor([len(p.ids)]))
+        buffers, cand = chain_buffers(t - 1), torch.tensor([cont[1:]])
+        parents = mask_chain_parents(t, 2)
+        for name, params in HIT_VARIANTS.items():
+            dec = ProbingDecoder(model, tok, **params)
+            e = mask_embeddings(dec, p.ids, cont).repeat_interleave(2, dim=0)[None]
+            logits, _ = tree_forward(model, ctx, buffers, cand, extra_parents=parents, extra_embeds=e)
+            crop_cache(cache, logits.shape[1])
+            if name == next(iter(HIT_VARIANTS)):
+                consistent += int((logits[0, : t - 1].argmax(-1) == cand[0]).sum())
+                total += t - 1
+            top = logits[0, t:].topk(10, dim=-1).indices.view(t, 2, 10)
+            for g in (group, "all"):
+                c = counts[name][g]
+                for i in range(t - 2):  # mask 1 on token i predicts token i + 2
+                    c[0] += 1
+                    c[1] += float(top[i, 0, 0] == cont[i + 2])
+                    c[2] += float((top[i, 0] == cont[i + 2]).any())
+                    if i + 3 < t:  # mask 2 predicts token i + 3
+                        c[3] += float(top[i, 1, 0] == cont[i + 3])
+                        c[4] += 1
+    out: dict[str, Any] = {"node_argmax_reproduces_greedy": consistent / max(1, total)}
+    for name, by_group in counts.items():
+        out[name] = {
+            g: {"n": int(c[0]), "t+2 top1": c[1] / c[0], "t+2 top10": c[2] / c[0], "t+3 top1": c[3] / max(1, c[4])}
+            for g, c in by_group.items() if c[0]
+        }
+    return out
+
+
+def print_hits(h: dict[str, Any]) -> None:
+    print(f"\n## mask hit rates (node argmax reproduces greedy: {h['node_argmax_reproduces_greedy']:.4f})")
+    print("| mask embedding | open-ended t+2 top1 / top10 | other t+2 top1 / top10 | all t+2 top1 / top10 | "
+          "all t+3 top1 |")
+    print("|---|---|---|---|---|")
+    for name in HIT_VARIANTS:
+        r = h[name]
+        cell = lambda g: (f"{100 * r[g]['t+2 top1']:.1f} / {100 * r[g]['t+2 top10']:.1f} %"  # noqa: E731
+                          if g in r else "-")
+        print(f"| {name} | {cell('open-ended')} | {cell('other')} | {cell('all')} | "
+              f"{100 * r['all']['t+3 top1']:.1f} % |")
+
+
+# ---------------------------------------------------------------- part 2: decoding side by side
+
+
+def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], args: argparse.Namespace):
+    decoders: dict[str, dict[str, Any]] = {}
+    for name in names:
+        base, params = preset(name)
+        label = base if name == base else alias(f"p3-{name}", DECODERS[base])
+        decoders[label] = params
+    if "greedy" not in decoders:
+        decoders = {"greedy": {}, **decoders}
+    t0 = time.perf_counter()
+    summary, gens = run_bench(loaded, decoders, prompts, args.max_new_tokens, batch_size=1,
+                              warmup=args.warmup, repeats=args.repeats, threads=args.threads)
+    summary["bench_s"] = time.perf_counter() - t0
+    ref = gens["greedy"]
+    cats = list(dict.fromkeys(p.category for p in prompts))
+    g_cat = summary["decoders"]["greedy"]["per_category"]
+    for name, row in summary["decoders"].items():
+        row["per_category_identical"] = {
+            c: all(gens[name][i].tokens == ref[i].tokens for i, p in enumerate(prompts) if p.category == c)
+            for c in cats
+        }
+        row["per_category_vs_greedy"] = {
+            c: row["per_category"][c]["tokens_per_s"] / g_cat[c]["tokens_per_s"] for c in cats
+        }
+    return summary, gens, cats
+
+
+def print_bench(summary: dict[str, Any], cats: list[str]) -> None:
+    ds = summary["decoders"]
+    print(f"\n## decoding ({summary['n_prompts']} prompts, {summary['max_new_tokens']} new tokens, batch 1, "
+          f"threads {summary['threads']}, repeats {summary['repeats']}, bench {summary['bench_s']:.0f}s)")
+    print("| decoder | tokens/forward | tok/s | vs greedy | worst category vs greedy | identical |")
+    print("|---|---|---|---|---|---|")
+    for name, r in ds.items():
+        worst = min(r["per_category_vs_greedy"].items(), key=lambda kv: kv[1])
+        print(f"| {name} | {r['tokens_per_forward']['mean']:.3f} | {r['tokens_per_s']:.2f} | "
+              f"{r['speedup_vs_greedy']:.3f}x | {worst[1]:.3f}x ({worst[0]}) | "
+              f"{ {True: 'yes', False: 'NO', None: 'lossy'}[r['identical_to_greedy']] } |")
+    print("\ntokens per forward by category (identical to greedy: * = no)")
+    print("| decoder | " + " | ".join(cats) + " |")
+    print("|---|" + "---|" * len(cats))
+    for name, r in ds.items():
+        cells = [f"{r['per_category'][c]['tokens_per_forward']['mean']:.2f}"
+                 f"{'' if r['per_category_identical'][c] else '*'}" for c in cats]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print("\ntok/s vs greedy by category")
+    print("| decoder | " + " | ".join(cats) + " |")
+    print("|---|" + "---|" * len(cats))
+    for name, r in ds.items():
+        print(f"| {name} | " + " | ".join(f"{r['per_category_vs_greedy'][c]:.2f}" for c in cats) + " |")
+    for name, r in ds.items():
+        extra = {k: r["decoder"][k] for k in ("hit_rates", "guard") if k in r["decoder"]}
+        if extra:
+            print(f"{name}: {json.dumps(extra)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model-dir", type=Path, default=REPO / "results/models/base/smollm2-135m")
+    ap.add_argument("--prompts", type=Path, default=REPO / "results/prompts/specbench.jsonl")
+    ap.add_argument("--n-per-category", type=int, default=2)
+    ap.add_argument("--offset", type=int, default=0, help="first prompt of each category to use")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--part", choices=["hits", "bench", "all"], default="all")
+    ap.add_argument("--decoders", default="greedy,prompt-lookup,vocab_mean-bc30,prompt_mean-bc30,"
+                                          "vocab_mean-bc30-adaptive")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=REPO / "results/benchmarks/p3_probing.json")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    torch.set_num_threads(args.threads)
+
+    loaded, model_note = load(args.model_dir)
+    prompts, prompt_note = read_prompts(loaded, args.prompts, args.n_per_category, args.offset)
+    print(f"model: {model_note}; {len(prompts)} prompts from {prompt_note} "
+          f"({', '.join(sorted({p.category for p in prompts}))}); {args.max_new_tokens} new tokens; "
+          f"threads {torch.get_num_threads()}")
+    report: dict[str, Any] = {"model": model_note, "prompts": prompt_note, "n_prompts": len(prompts)}
+    conts = None
+    if args.part in ("bench", "all"):
+        summary, gens, cats = bench(loaded, prompts, args.decoders.split(","), args)
+        print_bench(summary, cats)
+        report["bench"] = summary
+        conts = [g.tokens for g in gens["greedy"]]
+    if args.part in ("hits", "all"):
+        t0 = time.perf_counter()
+        if conts is None:
+            greedy = build_decoder("greedy", loaded.model, loaded.tokenizer)
+            conts = [g.tokens for g in greedy.generate_all([p.ids for p in prompts], args.max_new_tokens,
+                                                           loaded.stop_criteria())]
+        h = hit_rates(loaded, prompts, conts)
+        h["seconds"] = time.perf_counter() - t0
+        print_hits(h)
+        report["hits"] = h
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = args.out
+    if out.exists():  # several partial runs accumulate in one file, keyed by part and decoders
+        old = json.loads(out.read_text())
+        runs = old.get("runs", []) if isinstance(old, dict) else []
+    else:
+        runs = []
+    runs.append({"args": {k: str(v) for k, v in vars(args).items()}, **report})
+    out.write_text(json.dumps({"runs": runs}, indent=1, default=str))
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
