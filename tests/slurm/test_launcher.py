@@ -30,11 +30,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mtp_core.train import read_curves
 from mtp_core.train.launch import interrupt_job, launch
-from mtp_core.train.loop import WALL_CLOCK_COLUMNS
 
 from ..unit.test_distributed import run_ranks
+from ..unit.test_launch import _attempts, _curves, _wait_for_step
 from .conftest import ACCOUNT, PARTITION, sacct_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster"), pytest.mark.timeout(600)]
@@ -46,27 +45,6 @@ TRAIN = {"max_steps": 30, "global_batch_size": 8, "micro_batch_size": 2, "lr": 0
 def _launcher(name: str, **kw) -> dict:
     return {"cluster": "slurm", "partition": PARTITION, "account": ACCOUNT, "timeout_min": 5, "mem_gb": 1,
             "cpus_per_task": 1, "threads": 1, "name": name, "poll_s": 2.0, "progress_s": 10.0, **kw}
-
-
-def _wait_for_step(run_dir: Path, step: int, timeout: float = 180) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            rows = read_curves(run_dir / "curves.csv")
-        except (OSError, ValueError):
-            rows = []
-        if rows and int(rows[-1]["step"]) >= step:
-            return int(rows[-1]["step"])
-        time.sleep(0.1)
-    raise AssertionError(f"no step {step} in {run_dir / 'curves.csv'} after {timeout} s")
-
-
-def _attempts(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
-
-
-def _curves(run_dir: Path) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in WALL_CLOCK_COLUMNS} for r in read_curves(run_dir / "curves.csv")]
 
 
 def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
@@ -84,7 +62,7 @@ def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
     t0 = time.monotonic()
     thread = threading.Thread(target=run)
     thread.start()
-    at = _wait_for_step(out.parent, 5)
+    at = _wait_for_step(out.parent, 5, timeout=180)
     t_int = time.monotonic()
     job_id = interrupt_job(out)  # submitit's SlurmJob._interrupt(): scancel --signal SIGTERM, then USR2
     thread.join(420)
@@ -176,7 +154,7 @@ def test_snakemake_killed_then_rerun_reattaches_without_second_submission(tmp_pa
 
     first = _snakemake(work)
     try:
-        _wait_for_step(run_dir, 3)
+        _wait_for_step(run_dir, 3, timeout=180)
     except AssertionError:
         first.kill()
         raise AssertionError(f"{first.communicate()[0]}\n--- launcher log ---\n{log.read_text() if log.exists() else ''}")
