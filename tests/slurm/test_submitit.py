@@ -34,6 +34,7 @@ def test_submitit_round_trip(tmp_path):
     job = executor.submit(add, 2, 3)
     result = job.result()
     assert result == {"sum": 5, "job_id": job.job_id, "account": ACCOUNT}
-    assert job.watcher.get_state(job.job_id, mode="force") == "COMPLETED"
+    # slurmdbd records asynchronously: wait for the final accounting row before asking submitit's watcher
     (row,) = sacct_jobs([job.job_id])
     assert row["JobName"] == "mtp-submitit-ci" and row["State"] == "COMPLETED", row
+    assert job.watcher.get_state(job.job_id, mode="force") == "COMPLETED"
