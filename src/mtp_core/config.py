@@ -77,6 +77,9 @@ def check_references(config: dict) -> None:
                     f"{section}.decoders.{label}: unknown decoder {name!r} "
                     f"(registered: {', '.join(sorted(DECODERS))})"
                 )
+    from .p1_plan import check as check_p1  # paper 1's runs, tables and figures (a no-op when disabled)
+
+    check_p1(config)
 
 
 def validate_config(config: dict) -> dict:

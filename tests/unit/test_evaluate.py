@@ -254,7 +254,7 @@ def test_task_yaml_and_data_checks(config, data_path, tmp_path):
 
 def test_settings_from_config(config):
     s = EvalSettings.from_config(config, limit=2)
-    assert (s.limit, s.batch_size, s.max_gen_toks, s.bootstrap_iters) == (2, 4, 16, 1000)
+    assert (s.limit, s.batch_size, s.max_gen_toks, s.bootstrap_iters) == (2, 4, 12, 1000)
 
 
 # --- the runner --------------------------------------------------------------------------------------------

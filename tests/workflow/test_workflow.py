@@ -4,37 +4,13 @@ re-run is a no-op, bad config stops before any job), dry-runs of the embedded an
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from ..conftest import REPO
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
-    proc = subprocess.run(cmd, cwd=workdir, env=ENV, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
-    return proc
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    """`snakemake -c2 all` and the report at tiny scale, once for the module."""
-    work = tmp_path_factory.mktemp("tiny-all")
-    shutil.copy(REPO / "config/tiny.yaml", work / "tiny.yaml")
-    snakemake(work, "all", "--cores", "2", "--configfile", "tiny.yaml")
-    snakemake(work, "all", "--cores", "1", "--report", "results/report.html", "--configfile", "tiny.yaml")
-    return work
+from .conftest import ENV, SNAKEMAKE, snakemake
 
 
 def test_tiny_all_writes_every_table_and_figure(tiny_run):

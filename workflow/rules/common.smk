@@ -109,6 +109,7 @@ def all_targets():
     ]
     targets += [f"{RESULTS}/data/{n}/split_report.json" for n in datasets_of_kind("synthetic_math", "metamathqa")]
     targets += [shard_index(n) for n in datasets_of_kind("pretrain_text")]
+    targets += p1_all_targets()
     return targets
 
 
@@ -142,3 +143,157 @@ def prompt_set_on_bad_row(name):
     kind = {"humaneval": "humaneval", "sharegpt": "sharegpt", "specbench": "sharegpt"}.get(ps["source"])
     names = datasets_of_kind(kind) if kind else []
     return dataset_on_bad_row(names[0]) if names else config["on_bad_row"]
+
+
+# ==================================================================================================== paper 1
+# MTP via self-distillation (workflow/rules/p1.smk). Names of runs, decoder labels, result files, tables and
+# figures come from `mtp_core.p1_plan`; these helpers only turn them into rule inputs and wildcard choices.
+
+import mtp_core.p1_plan as p1plan
+
+P1 = p1plan.enabled(config)  # checked with the other references above (config.check_references -> p1plan.check)
+P1_SWEEP = p1plan.sweep(config) if P1 else {}
+P1_CHECKPOINT_SWEEP = p1plan.sweep(config, checkpoint=True) if P1 else {}
+P1_JOBS = p1plan.all_jobs(config) if P1 else []
+
+
+def p1_runs():
+    return p1plan.run_names(config) if P1 else []
+
+
+def p1_run_dir(run):
+    return p1plan.run_dir(run)
+
+
+def p1_final_model(run):
+    """The trained student of `run` (HF checkpoint, output of p1_train)."""
+    return f"{p1_run_dir(run)}/model"
+
+
+def p1_train_summary(run):
+    return f"{p1_run_dir(run)}/train_summary.json"
+
+
+def p1_jobs(kind):
+    return [j for j in P1_JOBS if j.kind == kind]
+
+
+def p1_train_inputs(wildcards):
+    plan = p1plan.run_plan(config, wildcards.run)
+    return {"model": model_input(plan.model), "data": p1plan.train_data_path(plan.dataset)}
+
+
+def p1_chat_datasets():
+    """Conversation datasets (kind sharegpt) some run trains on; their first turns become train.jsonl."""
+    if not P1:
+        return []
+    names = {p1plan.run_plan(config, r).dataset for r in p1_runs()}
+    return [n for n in datasets_of_kind("sharegpt") if n in names]
+
+
+def p1_task_data(task):
+    """{"data": test split} for a local task, else {}."""
+    dataset = task_dataset(config, task)
+    return {"data": math_split(dataset, "test")} if dataset is not None else {}
+
+
+def p1_eval_inputs(wildcards):
+    """Final student of the run and the task's test split (local tasks)."""
+    return {"checkpoint": p1_final_model(wildcards.run), **p1_task_data(wildcards.task)}
+
+
+def p1_checkpoint_inputs(wildcards):
+    """The run's training summary (its exports exist once it is written) and the task's test split."""
+    return {"summary": p1_train_summary(wildcards.run), **p1_task_data(wildcards.task)}
+
+
+def p1_export_dir(run, step):
+    from mtp_core.train.checkpoint import step_dir_name
+
+    return f"{p1_run_dir(run)}/exports/{step_dir_name(int(step))}"
+
+
+def p1_baseline_source(model, task):
+    """The foundation's result of the same evaluation (base model `model`, greedy, same task and settings), which
+    the step-0 baseline then reuses instead of decoding again; None when there is none."""
+    e = config["evaluation"]
+    if model != e["model"] or task not in e["tasks"] or e["decoders"].get("greedy", None) != {}:
+        return None
+    from mtp_core.evaluate.run import EvalSettings
+
+    if EvalSettings.from_config(config, **p1plan.eval_settings(config, task)) != EvalSettings.from_config(config):
+        return None
+    return decode_result(model, task, "greedy")
+
+
+def p1_baseline_inputs(wildcards):
+    source = p1_baseline_source(wildcards.model, wildcards.task)
+    if source is not None:
+        return {"foundation": source}
+    return {"model": model_input(wildcards.model), **p1_task_data(wildcards.task)}
+
+
+def p1_table_inputs(wildcards):
+    return p1plan.jobs_results(config, p1plan.table_jobs(config, wildcards.table))
+
+
+def p1_figure_inputs(wildcards):
+    return p1plan.jobs_results(config, p1plan.figure_jobs(config, wildcards.figure))
+
+
+def p1_table_params(table):
+    spec = p1plan.table_spec(config, table)
+    return {
+        "runs": list(spec["runs"]),
+        "tasks": list(spec["tasks"]),
+        "metrics": {t: p1plan.task_metric(config, t) for t in spec["tasks"]},
+        "titles": {r: p1plan.run_plan(config, r).title for r in spec["runs"]},
+    }
+
+
+def p1_figure_params(figure):
+    spec = p1plan.figure_spec(config, figure)
+    runs = list(spec.get("runs") or [spec["run"]])
+    out = {
+        "task": spec["task"],
+        "metric": p1plan.task_metric(config, spec["task"]),
+        "titles": {r: p1plan.run_plan(config, r).title for r in runs},
+    }
+    if figure in p1plan.DYNAMICS_FIGURES:
+        out |= {"run": spec["run"], "final_step": p1plan.run_plan(config, spec["run"]).max_steps}
+    else:
+        out["runs"] = runs
+    return out
+
+
+def p1_confidence_csv(run):
+    return f"{RESULTS}/analysis/p1/{run}/confidence.csv"
+
+
+def p1_confidence_inputs(wildcards):
+    plan = p1plan.run_plan(config, wildcards.run)
+    return {
+        "student": p1_final_model(wildcards.run),
+        "base": model_input(plan.model),
+        "data": math_split(plan.dataset, "validation"),
+    }
+
+
+def p1_target_files(name):
+    """The files of table or figure `name` (the CSV and markdown; the PNG and PDF)."""
+    if name in p1plan.TABLES:
+        return [f"{RESULTS}/tables/p1/{name}.csv", f"{RESULTS}/tables/p1/{name}.md"]
+    return [f"{RESULTS}/figures/p1/{name}.png", f"{RESULTS}/figures/p1/{name}.pdf"]
+
+
+def p1_all_targets():
+    """Paper 1's share of the `all` target: the tables and figures of `papers.p1.in_all`."""
+    if not P1:
+        return []
+    return [f for name in p1plan.targets_in_all(config) for f in p1_target_files(name)]
+
+
+def p1_run_results(run):
+    """Every result file of run `run` that some table or figure reads (its named target `p1_<run>`)."""
+    jobs = [j for j in P1_JOBS if j.run == run and j.kind != "baseline"]
+    return p1plan.jobs_results(config, jobs)

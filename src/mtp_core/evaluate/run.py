@@ -12,7 +12,8 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ def run_evaluation(
     log.info("evaluating %s on %s with %s (chat template %s)", loaded.name, task, lm.decoder.describe(), chat)
 
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="mtp-tasks-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mtp-tasks-") as tmp, lean_env_info():
         res = simple_evaluate(
             model=lm,
             tasks=[task],
@@ -131,6 +132,25 @@ def run_evaluation(
     write_result(str(output), result, records)
     log.info("%s: n=%d %s -> %s", task, len(records), {k: v["value"] for k, v in metrics.items()}, output)
     return result
+
+
+@contextmanager
+def lean_env_info() -> Iterator[None]:
+    """Skip lm-eval's environment probe while evaluating: `simple_evaluate` calls `add_env_info`, which runs
+    torch's `collect_env` (`pip list`, compiler and driver queries: several subprocesses, ~1.5 s of CPU) on every
+    call, i.e. once per decoder setting of a sweep. Our results record the versions themselves
+    (`results.versions`); the probe's text is replaced by a note."""
+    import lm_eval.evaluator as evaluator
+
+    def lean(storage: dict) -> None:
+        storage["pretty_env_info"] = "skipped by mtp_core.evaluate.run (see the result's `versions`)"
+
+    original = evaluator.add_env_info
+    evaluator.add_env_info = lean
+    try:
+        yield
+    finally:
+        evaluator.add_env_info = original
 
 
 def lm_eval_metrics(task_results: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:

@@ -1,0 +1,387 @@
+"""Paper 1's experiment plan: the validated `papers.p1` config section turned into training runs, decoder
+sweeps, evaluation jobs, tables and figures. One place, used by the workflow (`workflow/rules/common.smk`,
+paper-1 block), the scripts and the tests, so that the rules stay declarative.
+
+Names (all derived here, nowhere else):
+
+* **Runs.** `papers.p1.runs.<name>` overrides the shared `model`, `dataset`, `method` (`P1Config` keys) and
+  `train` (`TrainConfig` keys), merged key by key (`run_plan`). `main` is the paper's main recipe; the ablations
+  of Tables 3-5 are further runs.
+* **Run labels** of evaluations: `<run>` is the final model (`results/models/p1/<run>/model`), `<run>@step<N>`
+  the export at step N (`exports/step-0000000N`, training dynamics, Figs 7-8 and 10-11), and
+  `<model>@step0` the base model itself (the tables' "Baseline Step 0, k=1" row, greedy decoding).
+  Run names may not contain `@` and may not equal a model name, so the three never collide.
+* **Decoder labels** (one result file each): `static-k<k>` (`{decoder: static-k, k}`) and
+  `conf-adapt-tau<tau>` (`{decoder: conf-adapt, tau, k_max}`), in the tables' row order: Static k ascending,
+  then ConfAdapt with tau descending.
+* **Result files**: `results/decode/p1/<run label>/<task>/<decoder label>.json` (+ `.samples.jsonl`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import ConfigError
+
+RESULTS = "results"
+STEP_SEP = "@step"
+TABLES = ("table1", "table2", "table3", "table4", "table5")
+PARETO_FIGURES = ("fig5", "fig9")
+DYNAMICS_FIGURES = ("fig7", "fig8", "fig10", "fig11")
+CONFIDENCE_FIGURE = "fig6"
+FIGURES = ("fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11")
+TRAIN_DATA_KINDS = ("synthetic_math", "metamathqa", "sharegpt")
+MATH_KINDS = ("synthetic_math", "metamathqa")
+BASELINE_DECODER = "greedy"
+_RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def section(config: dict) -> dict:
+    """`papers.p1` (an `enabled: false` stub when absent)."""
+    return (config.get("papers") or {}).get("p1") or {"enabled": False}
+
+
+def enabled(config: dict) -> bool:
+    return bool(section(config).get("enabled"))
+
+
+def deep_merge(base: dict, over: dict | None) -> dict:
+    """`base` with `over` merged in key by key (nested dicts merged, everything else replaced); copies."""
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ runs
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One training run: base model and data (config names), title, and the merged method/train settings."""
+
+    name: str
+    model: str
+    dataset: str
+    title: str
+    method: dict = field(default_factory=dict)  # P1Config keys
+    train: dict = field(default_factory=dict)  # TrainConfig keys
+
+    @property
+    def max_steps(self) -> int:
+        return int(self.train["max_steps"])
+
+
+def run_names(config: dict) -> list[str]:
+    return list(section(config).get("runs") or {})
+
+
+def run_plan(config: dict, run: str) -> RunPlan:
+    """The merged settings of run `run` (module docstring). `train.save_steps` gains the checkpoint steps the
+    dynamics figures evaluate for this run; `train.threads` defaults to the config's `threads`."""
+    s = section(config)
+    runs = s.get("runs") or {}
+    if run not in runs:
+        raise ConfigError(f"papers.p1.runs: no run {run!r} (runs: {', '.join(runs) or 'none'})")
+    r = runs[run] or {}
+    method = deep_merge(s.get("method") or {}, r.get("method"))
+    train = deep_merge(s.get("train") or {}, r.get("train"))
+    steps = set(train.get("save_steps") or []) | set(checkpoint_steps(config, run))
+    train["save_steps"] = sorted(steps)
+    train.setdefault("threads", config.get("threads"))
+    return RunPlan(name=run, model=r.get("model", s.get("model")), dataset=r.get("dataset", s.get("dataset")),
+                   title=r.get("title") or run, method=method, train=train)
+
+
+def train_data_path(dataset: str) -> str:
+    """The (query, response) rows a run trains on: the train split of a math dataset, or the first-turn pairs
+    of a conversation dataset (kind sharegpt: Magpie at paper scale), both at `results/data/<name>/train.jsonl`."""
+    return f"{RESULTS}/data/{dataset}/train.jsonl"
+
+
+def run_dir(run: str) -> str:
+    return f"{RESULTS}/models/p1/{run}"
+
+
+def run_settings(config: dict, run: str) -> dict:
+    """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`p1_check`): the
+    model spec, its prepared checkpoint dir (gguf/tiny) or None, the train rows, `train`, `p1` (the method)."""
+    from .config import model_spec
+
+    plan = run_plan(config, run)
+    spec = model_spec(config, plan.model)
+    ds = config["datasets"][plan.dataset]
+    return {
+        "model": spec,
+        "base_dir": f"{RESULTS}/models/base/{plan.model}" if spec["source"] in ("gguf", "tiny") else None,
+        "data": train_data_path(plan.dataset),
+        "train": plan.train,
+        "p1": plan.method,
+        "mask_seed": int(section(config).get("mask_seed", 0)),
+        "on_bad_row": ds.get("on_bad_row", config.get("on_bad_row", "error")),
+    }
+
+
+# --------------------------------------------------------------------------------------------- run labels
+
+
+def checkpoint_label(run: str, step: int) -> str:
+    return f"{run}{STEP_SEP}{int(step)}"
+
+
+def baseline_label(model: str) -> str:
+    """Run label of the step-0 baseline of base model `model`."""
+    return f"{model}{STEP_SEP}0"
+
+
+def parse_label(label: str) -> tuple[str, int | None]:
+    """`main@step40` -> ("main", 40); `main` -> ("main", None)."""
+    name, sep, step = label.partition(STEP_SEP)
+    if sep and step.isdigit():
+        return name, int(step)
+    return label, None
+
+
+# ---------------------------------------------------------------------------------------------- decoders
+
+
+def static_label(k: int) -> str:
+    return f"static-k{int(k)}"
+
+
+def conf_label(tau: float) -> str:
+    return f"conf-adapt-tau{float(tau):g}"
+
+
+def sweep(config: dict, checkpoint: bool = False) -> dict[str, dict]:
+    """Decoder label -> parameters (with `decoder`: the registry name) of the decoding sweep, in table order.
+    `checkpoint=True`: the reduced sweep evaluated at training checkpoints (`checkpoints.static_k`, `.taus`)."""
+    d = section(config)["decoding"]
+    ks, taus = d["static_k"], d["conf_adapt"]["taus"]
+    if checkpoint:
+        c = section(config).get("checkpoints") or {}
+        ks = c.get("static_k") if c.get("static_k") is not None else ks
+        taus = c.get("taus") if c.get("taus") is not None else taus
+    out = {static_label(k): {"decoder": "static-k", "k": int(k)} for k in sorted(ks)}
+    for t in sorted(taus, reverse=True):
+        out[conf_label(t)] = {"decoder": "conf-adapt", "tau": float(t), "k_max": int(d["conf_adapt"]["k_max"])}
+    return out
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+
+
+EVAL_KEYS = ("limit", "batch_size", "max_gen_toks", "apply_chat_template", "num_fewshot", "bootstrap_iters")
+
+
+def eval_settings(config: dict, task: str) -> dict:
+    """Evaluation settings of `task` in paper 1 (`EvalSettings` fields): the foundation's `evaluation` section,
+    then `papers.p1.evaluation`, then `papers.p1.tasks.<task>` (keys present there override)."""
+    s = section(config)
+    out = {k: config["evaluation"].get(k) for k in EVAL_KEYS if k in config["evaluation"]}
+    for over in (s.get("evaluation") or {}, (s.get("tasks") or {}).get(task) or {}):
+        out.update({k: v for k, v in over.items() if k in EVAL_KEYS})
+    return out
+
+
+def task_metric(config: dict, task: str) -> str | None:
+    """The metric key (`<metric>,<filter>`) a table shows for `task` (None: `exact_match,flexible-extract` if
+    the task has it, else its first metric)."""
+    return ((section(config).get("tasks") or {}).get(task) or {}).get("metric")
+
+
+def table_spec(config: dict, name: str) -> dict:
+    return section(config)["tables"][name]
+
+
+def figure_spec(config: dict, name: str) -> dict:
+    return section(config)["figures"][name]
+
+
+def targets_in_all(config: dict) -> list[str]:
+    s = section(config)
+    return list(s.get("in_all") if s.get("in_all") is not None else (*TABLES, *FIGURES))
+
+
+def checkpoint_steps(config: dict, run: str | None = None) -> list[int]:
+    """Steps whose exports are evaluated (dynamics figures); for `run`: [] unless a dynamics figure shows it."""
+    s = section(config)
+    steps = sorted({int(x) for x in (s.get("checkpoints") or {}).get("steps") or []})
+    if run is None:
+        return steps
+    shown = {(s.get("figures") or {}).get(f, {}).get("run") for f in DYNAMICS_FIGURES}
+    return steps if run in shown else []
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """One evaluation job: a run label (final, checkpoint or baseline) on one task, with its decoder sweep."""
+
+    label: str
+    task: str
+    kind: str  # "final" | "checkpoint" | "baseline"
+
+    @property
+    def run(self) -> str:
+        return parse_label(self.label)[0]
+
+
+def _model_of(config: dict, run: str) -> str:
+    return run_plan(config, run).model
+
+
+def table_jobs(config: dict, name: str) -> list[EvalJob]:
+    spec = table_spec(config, name)
+    jobs = []
+    for run in spec["runs"]:
+        for task in spec["tasks"]:
+            jobs += [EvalJob(baseline_label(_model_of(config, run)), task, "baseline"), EvalJob(run, task, "final")]
+    return _unique(jobs)
+
+
+def figure_jobs(config: dict, name: str) -> list[EvalJob]:
+    spec = figure_spec(config, name)
+    if name in PARETO_FIGURES:
+        jobs = []
+        for run in spec["runs"]:
+            jobs += [EvalJob(baseline_label(_model_of(config, run)), spec["task"], "baseline"),
+                     EvalJob(run, spec["task"], "final")]
+        return _unique(jobs)
+    if name in DYNAMICS_FIGURES:
+        run, task = spec["run"], spec["task"]
+        return [EvalJob(run, task, "final")] + [EvalJob(checkpoint_label(run, s), task, "checkpoint")
+                                                 for s in checkpoint_steps(config, run)]
+    return []
+
+
+def all_jobs(config: dict) -> list[EvalJob]:
+    """Every evaluation job any table or figure of paper 1 reads (whether or not it is in `all`)."""
+    jobs: list[EvalJob] = []
+    for t in TABLES:
+        jobs += table_jobs(config, t)
+    for f in (*PARETO_FIGURES, *DYNAMICS_FIGURES):
+        jobs += figure_jobs(config, f)
+    return _unique(jobs)
+
+
+def job_results(config: dict, job: EvalJob) -> list[str]:
+    """The result files of one job."""
+    if job.kind == "baseline":
+        labels = [BASELINE_DECODER]
+    else:
+        labels = list(sweep(config, checkpoint=job.kind == "checkpoint"))
+    return [result_path(job.label, job.task, lab) for lab in labels]
+
+
+def result_path(label: str, task: str, decoder_label: str) -> str:
+    return f"{RESULTS}/decode/p1/{label}/{task}/{decoder_label}.json"
+
+
+def jobs_results(config: dict, jobs: list[EvalJob]) -> list[str]:
+    out: list[str] = []
+    for j in jobs:
+        out += job_results(config, j)
+    return list(dict.fromkeys(out))
+
+
+def runs_of_targets(config: dict, names: list[str]) -> list[str]:
+    """Training runs the named tables/figures need."""
+    runs: list[str] = []
+    for n in names:
+        jobs = table_jobs(config, n) if n in TABLES else figure_jobs(config, n)
+        runs += [j.run for j in jobs if j.kind != "baseline"]
+        if n == CONFIDENCE_FIGURE:
+            runs.append(figure_spec(config, n)["run"])
+    return list(dict.fromkeys(runs))
+
+
+def _unique(jobs: list[EvalJob]) -> list[EvalJob]:
+    return list(dict.fromkeys(jobs))
+
+
+# -------------------------------------------------------------------------------------------------- checks
+
+
+def check(config: dict) -> None:
+    """Cross-references and settings JSON schema cannot express; raises ConfigError naming the key.
+
+    Models, datasets (math or conversation kinds) and tasks are declared; run names are safe and distinct from
+    model names; every run's merged `method` and `train` build a `P1Config` / `TrainConfig`; tables and
+    figures name declared runs; checkpoint steps lie within the runs' training and their sweep is a subset of
+    the full sweep; the Figure 6 run trains on a math dataset (it reads the validation split)."""
+    if not enabled(config):
+        return
+    from .evaluate.tasks import is_local_task, task_dataset
+    from .train.config import TrainConfig
+    from .train.p1 import P1Config
+
+    s = section(config)
+    models, datasets = config["models"], config["datasets"]
+    runs = s.get("runs") or {}
+    if not runs:
+        raise ConfigError("papers.p1.runs: at least one run is needed")
+    for run in runs:
+        where = f"papers.p1.runs.{run}"
+        if not _RUN_NAME.match(run) or STEP_SEP in run:
+            raise ConfigError(f"{where}: run names use letters, digits, '_', '.', '-' only")
+        if run in models:
+            raise ConfigError(f"{where}: a run may not be named like a model ({run!r} is a model)")
+        plan = run_plan(config, run)
+        if plan.model is None or plan.model not in models:
+            raise ConfigError(f"{where}.model: model {plan.model!r} is not declared "
+                              f"(declared: {', '.join(sorted(models))})")
+        if plan.dataset is None or plan.dataset not in datasets:
+            raise ConfigError(f"{where}.dataset: dataset {plan.dataset!r} is not declared "
+                              f"(declared: {', '.join(sorted(datasets))})")
+        if datasets[plan.dataset]["kind"] not in TRAIN_DATA_KINDS:
+            raise ConfigError(f"{where}.dataset: {plan.dataset!r} is of kind {datasets[plan.dataset]['kind']!r}; "
+                              f"paper 1 trains on {', '.join(TRAIN_DATA_KINDS)}")
+        try:
+            P1Config.from_dict(plan.method)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{where}.method (merged with papers.p1.method): {e}") from None
+        try:
+            TrainConfig.from_dict(plan.train)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{where}.train (merged with papers.p1.train): {e}") from None
+        bad = [x for x in plan.train["save_steps"] if x > plan.max_steps]
+        if bad:
+            raise ConfigError(f"{where}: checkpoint/save steps {bad} exceed train.max_steps {plan.max_steps}")
+
+    def need_run(run: str, key: str) -> None:
+        if run not in runs:
+            raise ConfigError(f"{key}: run {run!r} is not declared in papers.p1.runs (runs: {', '.join(runs)})")
+
+    def need_task(task: str, key: str) -> None:
+        if is_local_task(task):
+            try:
+                task_dataset(config, task)
+            except ValueError as e:
+                raise ConfigError(f"{key}: {e}") from None
+
+    for name in TABLES:
+        spec = s["tables"][name]
+        for i, run in enumerate(spec["runs"]):
+            need_run(run, f"papers.p1.tables.{name}.runs[{i}]")
+        for i, task in enumerate(spec["tasks"]):
+            need_task(task, f"papers.p1.tables.{name}.tasks[{i}]")
+    for name in FIGURES:
+        spec = s["figures"][name]
+        for i, run in enumerate(spec.get("runs") or []):
+            need_run(run, f"papers.p1.figures.{name}.runs[{i}]")
+        if "run" in spec:
+            need_run(spec["run"], f"papers.p1.figures.{name}.run")
+        if "task" in spec:
+            need_task(spec["task"], f"papers.p1.figures.{name}.task")
+    fig6 = run_plan(config, s["figures"][CONFIDENCE_FIGURE]["run"])
+    if datasets[fig6.dataset]["kind"] not in MATH_KINDS:
+        raise ConfigError(f"papers.p1.figures.fig6.run: run {fig6.name!r} trains on {fig6.dataset!r}, which has no "
+                          "validation split (Figure 6 needs a math dataset)")
+    full, reduced = sweep(config), sweep(config, checkpoint=True)
+    extra = [lab for lab in reduced if lab not in full]
+    if extra:
+        raise ConfigError(f"papers.p1.checkpoints: {', '.join(extra)} are not in the decoding sweep "
+                          "(papers.p1.decoding); the final point of a dynamics curve comes from that sweep")
