@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, run_bench  # noqa: E402
-from mtp_core.decoding.base import DECODERS, GenerationResult, register_decoder  # noqa: E402
+from mtp_core.decoding.base import DECODERS, GenerationResult, registry_name  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
 from mtp_core.decoding.mtp import ConfAdaptDecoder, StaticKDecoder  # noqa: E402
 from mtp_core.mask_token import add_mask_token  # noqa: E402
@@ -85,11 +85,13 @@ class ForwardClock:
             self.fwd.setdefault(self.label, []).append((self.step, time.perf_counter() - self.t0))
             self.step += 1
 
-    def tag(self, cls: type, label: str) -> None:
+    def tag(self, cls: type) -> None:
+        """Time the decoders of class `cls` under their labels (`Decoder.label`)."""
         orig = cls.generate
         clock = self
 
         def generate(self: Any, *a: Any, **kw: Any) -> Any:
+            label = self.label
             clock.label, clock.step = label, 0
             t0 = time.perf_counter()
             try:
@@ -110,13 +112,6 @@ class ForwardClock:
             "overhead_share": 1 - sum(dt for _, dt in f) / self.wall[label] if self.wall.get(label) else None,
             "inrun_step_ms": 1e3 * statistics.mean(decode) if decode else None,
         }
-
-
-def alias(label: str, base: type) -> str:
-    """Register `base` under a second name, so that run_bench (name -> params) can run several settings."""
-    if label not in DECODERS:
-        register_decoder(label)(type(label.replace("-", "_").replace("=", ""), (base,), {}))
-    return label
 
 
 def load(model_dir: Path) -> tuple[LoadedModel, str]:
@@ -217,12 +212,12 @@ def main() -> None:
     prompts, prompt_note = read_prompts(loaded, args.prompts, args.n_prompts)
     decoders: dict[str, dict[str, Any]] = {"greedy": {}}
     for k in [int(x) for x in args.static_k.split(",") if x]:
-        decoders[alias(f"static-k={k}", StaticKDecoder)] = {"k": k}
+        decoders[f"static-k={k}"] = {"decoder": StaticKDecoder.name, "k": k}
     for km in [int(x) for x in args.k_max.split(",") if x]:
-        decoders[alias(f"conf-adapt={km}", ConfAdaptDecoder)] = {"tau": args.tau, "k_max": km}
+        decoders[f"conf-adapt={km}"] = {"decoder": ConfAdaptDecoder.name, "tau": args.tau, "k_max": km}
     clock = ForwardClock(loaded.model)
-    for name in decoders:
-        clock.tag(DECODERS[name], name)
+    for cls in {DECODERS[registry_name(label, params)] for label, params in decoders.items()}:
+        clock.tag(cls)
     print(f"model: {model_note}; mask id {mask_id}; prompts: {len(prompts)} from {prompt_note}; "
           f"lengths {[len(p.ids) for p in prompts]}; {args.max_new_tokens} new tokens; threads {args.threads}")
 

@@ -14,6 +14,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # tiny models gain nothing from threads, and one thread keeps the suite fast when the machine is shared
 torch.set_num_threads(1)
 
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread during the test, restored after it (code under test may set the thread count)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 

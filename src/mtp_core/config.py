@@ -20,6 +20,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
+def deep_merge(base: dict, over: dict | None) -> dict:
+    """`base` with `over` merged in key by key (nested dicts merged, everything else replaced); copies."""
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
 class ConfigError(ValueError):
     """An invalid configuration; the message names the key."""
 
@@ -80,6 +88,9 @@ def check_references(config: dict) -> None:
     from .p1_plan import check as check_p1  # paper 1's runs, tables and figures (a no-op when disabled)
 
     check_p1(config)
+    from .p3_plan import check as check_p3  # paper 3's methods, tables and figures (a no-op when disabled)
+
+    check_p3(config)
 
 
 def validate_config(config: dict) -> dict:

@@ -19,12 +19,11 @@ Names (all derived here, nowhere else):
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ConfigError
+from .config import ConfigError, deep_merge
 
 RESULTS = "results"
 STEP_SEP = "@step"
@@ -46,14 +45,6 @@ def section(config: dict) -> dict:
 
 def enabled(config: dict) -> bool:
     return bool(section(config).get("enabled"))
-
-
-def deep_merge(base: dict, over: dict | None) -> dict:
-    """`base` with `over` merged in key by key (nested dicts merged, everything else replaced); copies."""
-    out = copy.deepcopy(base)
-    for k, v in (over or {}).items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------------ runs
@@ -123,6 +114,18 @@ def run_settings(config: dict, run: str) -> dict:
         "mask_seed": int(section(config).get("mask_seed", 0)),
         "on_bad_row": ds.get("on_bad_row", config.get("on_bad_row", "error")),
     }
+
+
+def launcher_settings(config: dict, run: str) -> dict:
+    """Launcher settings of `run` (`mtp_core.train.launch.LauncherConfig` keys): the top-level `launcher`, then
+    `papers.p1.launcher`, then `runs.<run>.launcher`, merged key by key. Without `threads` or `cpus_per_task`
+    the trainer uses the config's `threads`, as every other job does."""
+    s = section(config)
+    merged = deep_merge(config.get("launcher") or {}, s.get("launcher"))
+    merged = deep_merge(merged, ((s.get("runs") or {}).get(run) or {}).get("launcher"))
+    if merged.get("threads") is None and merged.get("cpus_per_task") is None and "threads" in config:
+        merged["threads"] = int(config["threads"])
+    return merged
 
 
 # --------------------------------------------------------------------------------------------- run labels
@@ -316,6 +319,7 @@ def check(config: dict) -> None:
         return
     from .evaluate.tasks import is_local_task, task_dataset
     from .train.config import TrainConfig
+    from .train.launch import LauncherConfig
     from .train.p1 import P1Config
 
     s = section(config)
@@ -347,6 +351,10 @@ def check(config: dict) -> None:
             TrainConfig.from_dict(plan.train)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{where}.train (merged with papers.p1.train): {e}") from None
+        try:
+            LauncherConfig.from_dict(launcher_settings(config, run))
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{where}.launcher (merged with launcher and papers.p1.launcher): {e}") from None
         bad = [x for x in plan.train["save_steps"] if x > plan.max_steps]
         if bad:
             raise ConfigError(f"{where}: checkpoint/save steps {bad} exceed train.max_steps {plan.max_steps}")

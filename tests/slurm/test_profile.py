@@ -4,6 +4,7 @@ command line's), and the YTE template takes partition, account and GPU flags fro
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,8 @@ from ..conftest import REPO
 PROFILE = REPO / "slurm/config.v8+.yaml"
 SITE_VARS = ("MTP_SLURM_PARTITION", "MTP_SLURM_ACCOUNT", "MTP_SLURM_GPU_PARTITION", "MTP_SLURM_GRES",
              "MTP_SLURM_GPU_MODEL")
+
+GPU_RULES = ("decode_prompts", "evaluate", "p1_evaluate", "p1_evaluate_checkpoint", "p1_baseline", "p1_confidence")
 
 
 def site_env(**values: str) -> dict[str, str]:
@@ -60,7 +63,8 @@ def test_site_settings_from_environment():
     assert bare["rerun-incomplete"] is True and bare["resources"]["submitit_jobs"] >= 1
     assert "slurm_partition" not in bare["default-resources"] and "slurm_account" not in bare["default-resources"]
     assert "cpus_per_task" not in bare["default-resources"]  # it would override cpus_per_gpu (plugin 2.x)
-    for rule in ("decode_prompts", "evaluate"):
+    assert bare["config"] == ["launcher={cluster: slurm}"]  # trainings go to Slurm at every scale
+    for rule in GPU_RULES:
         assert bare["set-resources"][rule]["gpu"] == 1 and bare["set-resources"][rule]["cpus_per_gpu"] >= 1
 
     site = render(MTP_SLURM_PARTITION="cpu", MTP_SLURM_ACCOUNT="mtp", MTP_SLURM_GPU_PARTITION="gpu",
@@ -90,3 +94,8 @@ def test_profile_with_embedded_config(tmp_path):
     assert "smollm2-135m" in out and "qwen3-4b" not in out
     res = resources_of(out, "evaluate")
     assert res and "gpu=1" in res[0] and "slurm_account" not in res[0] and "slurm_partition" not in res[0], res
+    assert "gpu=1" in resources_of(out, "p1_evaluate")[0]
+    # the training rule is a local rule; its launcher submits the training to Slurm (the profile's config)
+    train = re.search(r"mtp_core\.train\.launch .*--launcher '(\{.*?\})'", out)
+    assert train and json.loads(train.group(1))["cluster"] == "slurm", out[-3000:]
+    assert "submitit_jobs=1" in resources_of(out, "p1_train")[0]

@@ -6,10 +6,15 @@ run from the repository root (as users type it) with --directory a temporary dir
 must run as its own Slurm job (checked in sacct through the plugin's job comment `rule_<rule>_wildcards_<wc>`),
 and the GPU rules must get a GPU (AllocTRES gres/gpu=1, CUDA_VISIBLE_DEVICES in the job environment).
 
-To keep the Slurm stage within its CI budget, the default targets are one decoding and one evaluation result,
-both of the tiny Llama (`--config evaluation={"model": "tiny-llama"}`): prepare_model, prepare_prompts and
-prepare_math, then decode_prompts and evaluate on a GPU each; 5 Slurm jobs in two waves, about 2 min on 2 busy
-cores. MTP_SLURM_TEST_TARGETS=all runs the whole tiny `all` unchanged instead (16 jobs, ~6 min on 2 busy cores).
+Training runs through the launcher: `p1_train` is a local rule whose command (`python -m mtp_core.train.launch`)
+submits the training as a submitit Slurm job of its own and waits for it (`launcher={cluster: slurm}`: the
+profile's `config` entry, repeated here because a `--config` on the command line replaces the profile's).
+
+To keep the Slurm stage within its CI budget, the default targets are one decoding result, one evaluation result
+and paper 1's main training, all of the tiny Llama (`--config evaluation={"model": "tiny-llama"}` and the same
+for `papers.p1.model`): prepare_model, prepare_prompts and prepare_math, then decode_prompts and evaluate on a
+GPU each and the training job; 5 rule jobs + 1 training job in two waves, about 2 min on 2 busy cores.
+MTP_SLURM_TEST_TARGETS=all runs the whole tiny `all` instead (~6 min on 2 busy cores).
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ from .conftest import sacct_jobs
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+TRAIN_RECORD = "results/models/p1/main/train.json"
 DEFAULT_TARGETS = [
     "results/decode/base/tiny-llama/prompts-code/greedy.json",
     "results/decode/base/tiny-llama/synthetic_math_cot/greedy.json",
+    TRAIN_RECORD,
 ]
-# one prepared model for both GPU rules: one Slurm job less in the first wave
-DEFAULT_OVERRIDE = ["--config", 'evaluation={"model": "tiny-llama"}']
+# one prepared model for both GPU rules and the training: one Slurm job less in the first wave
+DEFAULT_OVERRIDE = ['evaluation={"model": "tiny-llama"}', 'papers={"p1": {"model": "tiny-llama"}}']
+LAUNCHER_OVERRIDE = "launcher={cluster: slurm}"
 GPU_RULES = {"decode_prompts", "evaluate"}
 
 
@@ -43,7 +51,7 @@ GPU_RULES = {"decode_prompts", "evaluate"}
 def slurm_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("smk-slurm")
     targets = os.environ.get("MTP_SLURM_TEST_TARGETS", "").split()
-    override = [] if targets else DEFAULT_OVERRIDE
+    override = ["--config", LAUNCHER_OVERRIDE, *([] if targets else DEFAULT_OVERRIDE)]
     targets = targets or DEFAULT_TARGETS
     cmd = [
         sys.executable, "-m", "snakemake", "--profile", "slurm", "--profile", "tests/slurm/ci",
@@ -82,8 +90,19 @@ def test_rules_ran_as_slurm_jobs(slurm_run):
     comments = [r["Comment"] for r in rows]
     assert len(comments) == len(set(comments)), comments  # no job ran twice
     assert all(r["State"] == "COMPLETED" and r["ExitCode"] == "0:0" for r in rows), rows
+    assert "p1_train" not in rules  # a local rule: its launcher submitted the training
     res = json.loads((work / "results/decode/base/tiny-llama/prompts-code/greedy.json").read_text())
     assert res["scale"] == "tiny" and res["n"] > 0
+
+
+def test_training_ran_through_the_launcher(slurm_run):
+    work, _, _, _ = slurm_run
+    record = json.loads((work / TRAIN_RECORD).read_text())
+    assert record["cluster"] == "slurm" and record["steps"] == record["result"]["steps"] > 0, record
+    assert (work / "results/models/p1/main/model/config.json").is_file()
+    rows = sacct_jobs([record["job_id"]])
+    assert len(rows) == 1 and rows[0]["State"] == "COMPLETED" and rows[0]["JobName"] == "train-p1-main", rows
+    assert record["cost"]["state"] == "COMPLETED" and record["cost"]["elapsed_s"] > 0, record["cost"]
 
 
 def test_gpu_rules_got_a_gpu(slurm_run):
@@ -102,5 +121,4 @@ def test_gpu_rules_got_a_gpu(slurm_run):
             assert re.search(r"'CUDA_VISIBLE_DEVICES': '[01]'", path.read_text()), path
 
 
-# Training through the submitit launcher (mtp_core.train.launch), checkpoint/requeue after preemption, and
-# re-attaching after Snakemake is killed come with the launcher, in tests/slurm/test_launcher.py.
+# Checkpoint/requeue after preemption and re-attaching after Snakemake is killed: tests/slurm/test_launcher.py.

@@ -25,12 +25,7 @@ from .test_train import Killed, _setup
 TOL = 5e-5  # max abs difference allowed between the 1- and 2-process loss curves / weights (float32 sums)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cfg(**kw):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import threading
 import time
@@ -221,6 +222,21 @@ def test_reattach_after_the_launcher_is_killed_submits_once(tmp_path, capsys):
     # other settings never re-attach to a job (here: a finished one, so a new job is submitted)
     other = launch(out, "toy", toy(step_sleep_s=0.1, train={"max_steps": 31}), launcher)
     assert other["job_id"] != job_id and len(_job(out)["submissions"]) == 2
+
+
+def test_finished_job_whose_model_is_gone_is_not_reattached(tmp_path, capsys):
+    """Snakemake deletes a failed rule's declared outputs (the model too): the finished job is then not re-attached
+    (its result names a model that no longer exists); a new job resumes from the last checkpoint and re-exports."""
+    out = tmp_path / "run" / "train.json"
+    settings, launcher = toy(), {"cluster": "local", **FAST}
+    first = launch(out, "toy", settings, launcher)
+    weights = _weights(out.parent)
+    shutil.rmtree(out.parent / "model")
+    out.unlink()
+    second = launch(out, "toy", settings, launcher)
+    assert "is gone: new submission" in capsys.readouterr().err
+    assert second["job_id"] != first["job_id"] and second["resumed_from"] == 12 and second["steps"] == 12
+    assert all(torch.equal(weights[k], v) for k, v in _weights(out.parent).items())
 
 
 def _launch_in_thread(out, settings, launcher, box):

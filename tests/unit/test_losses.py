@@ -29,13 +29,7 @@ MASK_ID = 300  # a spare embedding row of the tiny models
 LN2, LN3 = math.log(2), math.log(3)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny matrices: one intra-op thread is faster, and immune to a busy machine's thread contention."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ------------------------------------------------------------------------------------ pure terms by hand

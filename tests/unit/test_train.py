@@ -37,13 +37,7 @@ from mtp_core.train.p1 import (
 
 from ..conftest import tiny_spec
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny matrices: one intra-op thread is faster, and immune to a busy machine's thread contention."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ROWS = [

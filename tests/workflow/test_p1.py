@@ -69,6 +69,9 @@ def test_training_outputs(tiny_run):
     run = tiny_run / "results/models/p1/main"
     summary = json.loads((run / "train_summary.json").read_text())
     assert summary["steps"] == 3
+    record = json.loads((run / "train.json").read_text())  # trained through the submitit launcher (local)
+    assert record["cluster"] == "local" and record["steps"] == 3 and record["cost"]["state"] == "COMPLETED"
+    assert json.loads((run / "train.json.job.json").read_text())["job_id"] == record["job_id"]
     assert (run / "model/config.json").is_file() and (run / "exports/step-00000000/config.json").is_file()
     curves = pd.read_csv(run / "curves.csv")
     assert curves["step"].tolist() == [1, 2, 3] and "conf@2" in curves.columns
@@ -90,7 +93,7 @@ def test_run_targets_and_resume(tiny_run, tmp_path):
     (tmp_path / "results/models").mkdir(parents=True)
     (tmp_path / "results/data").symlink_to(tiny_run / "results/data")  # prepared data and base models:
     shutil.copytree(tiny_run / "results/models/base", tmp_path / "results/models/base")  # only the training runs
-    target = "results/models/p1/main/train_summary.json"
+    target = "results/models/p1/main/train.json"  # the launcher's record
     snakemake(tmp_path, target, "-c1", "--configfile", "tiny.yaml")
     run = tmp_path / "results/models/p1/main"
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000003"]

@@ -1,4 +1,5 @@
 # Helpers only (no rules): config validation, names of files, and the target list of `rule all`.
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -15,10 +16,19 @@ except ConfigError as e:
     raise WorkflowError(f"invalid config: {e}")
 
 SCALE = config["scale"]
+PYTHON = sys.executable  # the interpreter running Snakemake (the project's venv), for shell rules
 CONFIG_HASH = config_hash(config)
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
 PREPARED_SOURCES = ("gguf", "tiny")
+
+
+def shell_json(obj):
+    """`obj` as one shell word of JSON (for the command line of a shell rule)."""
+    import json
+    import shlex
+
+    return shlex.quote(json.dumps(obj, sort_keys=True))
 
 
 def wildcard_choice(names):
@@ -170,8 +180,20 @@ def p1_final_model(run):
     return f"{p1_run_dir(run)}/model"
 
 
-def p1_train_summary(run):
-    return f"{p1_run_dir(run)}/train_summary.json"
+def p1_train_record(run):
+    """The launcher's record of a finished training (job, steps, attempts; written only on success)."""
+    return f"{p1_run_dir(run)}/train.json"
+
+
+def p1_train_settings(wildcards):
+    """The run's settings for `mtp_core.train.launch --method p1`, shell-quoted JSON (a rerun trigger)."""
+    return shell_json(p1plan.run_settings(config, wildcards.run))
+
+
+def p1_launcher(wildcards):
+    """Where and how the run trains (launcher settings), shell-quoted JSON. A resource, not a param: moving a
+    training to another cluster or partition must not make Snakemake retrain it."""
+    return shell_json(p1plan.launcher_settings(config, wildcards.run))
 
 
 def p1_jobs(kind):
@@ -203,8 +225,8 @@ def p1_eval_inputs(wildcards):
 
 
 def p1_checkpoint_inputs(wildcards):
-    """The run's training summary (its exports exist once it is written) and the task's test split."""
-    return {"summary": p1_train_summary(wildcards.run), **p1_task_data(wildcards.task)}
+    """The run's training record (its exports exist once it is written) and the task's test split."""
+    return {"record": p1_train_record(wildcards.run), **p1_task_data(wildcards.task)}
 
 
 def p1_export_dir(run, step):

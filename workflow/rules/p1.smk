@@ -26,29 +26,31 @@ rule p1_chat_data:
         "../scripts/p1_chat_data.py"
 
 
-# Declared outputs are only the summary and the final model: Snakemake deletes the outputs of a killed job,
-# and the resumable states (checkpoints/) and the step exports (exports/) must survive a kill.
+# Training runs through the submitit launcher (`mtp_core.train.launch`, cluster from config `launcher`): a local
+# rule that submits the job and waits, so `benchmark:` would time the wait; the launcher records the job's cost
+# in train.json.cost.json instead. Declared outputs are only the launcher's record and the final model:
+# Snakemake deletes the outputs of a killed job, and the resumable states (checkpoints/), the step exports
+# (exports/) and train.json.job.json (which the launcher re-attaches to after a restart) must survive.
 rule p1_train:
     input:
         unpack(p1_train_inputs),
     output:
-        summary=p1_train_summary("{run}"),
+        record=p1_train_record("{run}"),
         model=directory(p1_final_model("{run}")),
     params:
-        settings=lambda wc: p1plan.run_settings(config, wc.run),
+        settings=p1_train_settings,
         run_dir=lambda wc: p1_run_dir(wc.run),
     wildcard_constraints:
         run=wildcard_choice(p1_runs()),
     log:
         f"{LOGS}/p1/train/{{run}}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/p1/train/{{run}}.tsv"
-    threads: config["threads"]
+    localrule: True
     resources:
-        gpu=1 if SCALE == "paper" else 0,
-        mem_mb=8000 if SCALE != "paper" else 200000,
-    script:
-        "../scripts/p1_train.py"
+        submitit_jobs=1,
+        launcher=p1_launcher,
+    shell:
+        "{PYTHON} -m mtp_core.train.launch --method p1 --output {output.record} --run-dir {params.run_dir}"
+        " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
 
 
 rule p1_evaluate:
@@ -71,8 +73,6 @@ rule p1_evaluate:
     benchmark:
         f"{RESULTS}/benchmarks/p1/evaluate/{{run}}/{{task}}.tsv"
     threads: config["threads"]
-    resources:
-        gpu=1 if SCALE == "paper" else 0,
     script:
         "../scripts/p1_evaluate.py"
 
@@ -100,8 +100,6 @@ rule p1_evaluate_checkpoint:
     benchmark:
         f"{RESULTS}/benchmarks/p1/evaluate/{{run}}@step{{step}}/{{task}}.tsv"
     threads: config["threads"]
-    resources:
-        gpu=1 if SCALE == "paper" else 0,
     script:
         "../scripts/p1_evaluate.py"
 
@@ -126,8 +124,6 @@ rule p1_baseline:
     benchmark:
         f"{RESULTS}/benchmarks/p1/baseline/{{model}}/{{task}}.tsv"
     threads: config["threads"]
-    resources:
-        gpu=1 if SCALE == "paper" else 0,
     script:
         "../scripts/p1_baseline.py"
 
@@ -152,8 +148,6 @@ rule p1_confidence:
     benchmark:
         f"{RESULTS}/benchmarks/p1/confidence/{{run}}.tsv"
     threads: config["threads"]
-    resources:
-        gpu=1 if SCALE == "paper" else 0,
     script:
         "../scripts/p1_confidence.py"
 

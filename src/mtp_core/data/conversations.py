@@ -16,24 +16,11 @@ from collections.abc import Iterable, Iterator
 
 from ..io import ReadReport
 from .records import read_records
-from .sharegpt import read_sharegpt
+from .sharegpt import check_turns, read_sharegpt
 
 log = logging.getLogger(__name__)
 USER_ROLES = ("human", "user")
 ASSISTANT_ROLES = ("gpt", "assistant", "chatgpt", "bing", "bard")
-
-
-def check_turns(item: dict) -> None:
-    """Row validator: `conversations` is a list of objects with string `from` and `value`."""
-    turns = item.get("conversations")
-    if not isinstance(turns, list):
-        raise ValueError(f"field 'conversations' must be a list, got {type(turns).__name__}")
-    for i, turn in enumerate(turns):
-        if not isinstance(turn, dict):
-            raise ValueError(f"turn {i} must be an object, got {type(turn).__name__}")
-        for name in ("from", "value"):
-            if not isinstance(turn.get(name), str):
-                raise ValueError(f"turn {i}: field {name!r} must be a string, got {type(turn.get(name)).__name__}")
 
 
 def read_conversations(spec: dict, on_bad_row: str = "error", report: ReadReport | None = None) -> Iterator[dict]:

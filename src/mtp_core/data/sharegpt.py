@@ -28,10 +28,8 @@ def packaged_path() -> Iterator[Path]:
         yield Path(path)
 
 
-def check_conversation(item: dict) -> None:
-    """Row validator: a string `id` and a list of turns, each with string `from` and `value` (may be empty)."""
-    if not isinstance(item.get("id"), str) or not item["id"]:
-        raise ValueError("field 'id' must be a non-empty string")
+def check_turns(item: dict) -> None:
+    """Row validator: `conversations` is a list of objects with string `from` and `value` (may be empty)."""
     turns = item.get("conversations")
     if not isinstance(turns, list):
         raise ValueError(f"field 'conversations' must be a list, got {type(turns).__name__}")
@@ -41,6 +39,13 @@ def check_conversation(item: dict) -> None:
         for name in ("from", "value"):
             if not isinstance(turn.get(name), str):
                 raise ValueError(f"turn {i}: field {name!r} must be a string, got {type(turn.get(name)).__name__}")
+
+
+def check_conversation(item: dict) -> None:
+    """Row validator of the packaged file: a non-empty string `id` and valid turns (`check_turns`)."""
+    if not isinstance(item.get("id"), str) or not item["id"]:
+        raise ValueError("field 'id' must be a non-empty string")
+    check_turns(item)
 
 
 def read_sharegpt(

@@ -75,7 +75,8 @@ class Decoder(ABC):
 
     Subclasses set `lossless` (True: output must equal reference greedy token for token; False: lossy, e.g.
     Static-k) and implement `generate` for one batch. Constructor keyword arguments are the method's
-    parameters; they are recorded in every result file through `params`.
+    parameters; they are recorded in every result file through `params`. `label` is the name it was built
+    under (`build_decoder`): the registry name, or a label standing for it with settings.
     """
 
     name: ClassVar[str] = "?"
@@ -85,6 +86,7 @@ class Decoder(ABC):
         self.model = model
         self.tokenizer = tokenizer
         self.params = params
+        self.label = self.name
 
     @abstractmethod
     def generate(
@@ -118,4 +120,6 @@ def build_decoder(label: str, model: torch.nn.Module, tokenizer: Any, **params: 
     if name not in DECODERS:
         raise KeyError(f"unknown decoder {name!r}; registered: {', '.join(sorted(DECODERS))}")
     params = {k: v for k, v in params.items() if k != "decoder"}
-    return DECODERS[name](model, tokenizer, **params)
+    decoder = DECODERS[name](model, tokenizer, **params)
+    decoder.label = label
+    return decoder

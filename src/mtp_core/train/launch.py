@@ -85,6 +85,7 @@ from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
+from ..config import deep_merge
 from ..io import atomic_write_json, stable_hash
 
 log = logging.getLogger(__name__)
@@ -302,23 +303,12 @@ def p1_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks
                     mask_seed=int(settings.get("mask_seed", 0)), dist=dist, callbacks=callbacks)
 
 
-def _deep_merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def p1_from_config(config: dict, run: str) -> tuple[dict, dict]:
-    """Settings of run `run` of `papers.p1` (`mtp_core.p1_plan.run_settings`: shared model, dataset, `method`,
-    `train`, overridden by `runs.<run>`), and its launcher settings: `papers.p1.launcher` with
-    `runs.<run>.launcher` merged in."""
+    """Settings of run `run` of `papers.p1` and its launcher settings (`mtp_core.p1_plan.run_settings` and
+    `launcher_settings`: top-level `launcher` < `papers.p1.launcher` < `runs.<run>.launcher`)."""
     from .. import p1_plan
 
-    settings = p1_plan.run_settings(config, run)
-    section = p1_plan.section(config)
-    launcher = _deep_merge(section.get("launcher") or {}, (section.get("runs") or {}).get(run, {}).get("launcher") or {})
-    return settings, launcher
+    return p1_plan.run_settings(config, run), p1_plan.launcher_settings(config, run)
 
 
 # -------------------------------------------------------------------------- toy method (smoke tests)
@@ -762,6 +752,17 @@ def _outcome(job: Any) -> str:
     return "success" if all(o == "success" for o in outcomes) else "error"
 
 
+def _lost_products(job: Any) -> str | None:
+    """The final model directory a finished job reported when it no longer exists (deleted since), else None."""
+    from submitit.core import utils
+
+    with contextlib.suppress(Exception):
+        final = utils.pickle_load(_task_jobs(job)[0].paths.result_pickle)[1].get("final_dir")
+        if final and not Path(final).exists():
+            return final
+    return None
+
+
 def _slurm_state(job: Any) -> str:
     state = job.watcher.get_state(job.job_id, mode="force").split()[0].upper()
     if state == "UNKNOWN":  # sacct may not know a job submitted a moment ago
@@ -803,6 +804,11 @@ def _try_reattach(info: dict, cfg: LauncherConfig, settings_hash: str) -> Any | 
         return None
     if finished:
         if _outcome(job) == "success":
+            gone = _lost_products(job)
+            if gone:
+                _say(f"job {job.job_id} finished, but {gone} is gone: new submission (resumes from the newest "
+                     "checkpoint)")
+                return None
             _say(f"re-attaching to job {job.job_id} ({state}): its result is there")
             return job
         _say(f"previous job {job.job_id} failed ({state}): new submission (resumes from the newest checkpoint)")
@@ -1210,13 +1216,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise SystemExit(f"method {args.method!r} cannot read its settings from a config file: use --settings")
             settings, launcher = _resolve(m.from_config)(config, args.run)
             if args.settings:
-                settings = _deep_merge(settings, _json_or_file(args.settings, "settings"))
+                settings = deep_merge(settings, _json_or_file(args.settings, "settings"))
         elif args.settings:
             settings = _json_or_file(args.settings, "settings")
         else:
             raise SystemExit("give --settings, or --config and --run")
         if args.launcher:
-            launcher = _deep_merge(launcher, _json_or_file(args.launcher, "launcher"))
+            launcher = deep_merge(launcher, _json_or_file(args.launcher, "launcher"))
         for flag in ("cluster", "nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb",
                      "timeout_min", "partition", "account", "strategy"):
             if getattr(args, flag) is not None:
