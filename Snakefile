@@ -22,6 +22,7 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/p1.smk"
+include: "workflow/rules/p3.smk"
 include: "workflow/rules/report.smk"
 
 

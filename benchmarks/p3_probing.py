@@ -14,9 +14,11 @@ speed vs greedy and identical_to_greedy, overall and per category; for probing a
     .venv/bin/python benchmarks/p3_probing.py --part hits
     .venv/bin/python benchmarks/p3_probing.py --part bench --decoders greedy,prompt-lookup,vocab_mean-bc30,...
 
-Preset names: `greedy`, `prompt-lookup`, `<strategy>-bc<BC>[-m2][-adaptive]` with strategy in prompt_mean,
-last_n, gaussian, vocab_mean. Runs are kept under ~10 minutes each on the 2-core sandbox by choosing the presets
-and `--n-per-category`; every run includes greedy, so speeds compare within one process.
+Preset names: `greedy`, `prompt-lookup[-adaptive]`, `<strategy>-bc<BC>[-m2][-adaptive]` with strategy in
+prompt_mean, last_n, gaussian, vocab_mean, `lookahead-bc<BC>[-adaptive]` (N = 3/4/5 for BC 10/30/60, W = G =
+(BC - 1) // (2 (N - 1))) and `stand-bc<BC>[-adaptive]`; `-adaptive` turns on the shared wall-clock guard. Runs
+are kept under ~10 minutes each on the 2-core sandbox by choosing the presets and `--n-per-category`; every run
+includes greedy, so speeds compare within one process.
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, encode_prompts, run_bench  # noqa: E402
 from mtp_core.decoding import build_decoder  # noqa: E402
-from mtp_core.decoding.base import DECODERS, register_decoder  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
 from mtp_core.decoding.draft_trees import mask_chain_parents  # noqa: E402
-from mtp_core.decoding.probing import ProbingDecoder, ema_update  # noqa: E402
+from mtp_core.decoding.probing import ProbingDecoder  # noqa: E402
 from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
+from mtp_core.mask_alignment import mask_embeddings  # noqa: E402
 from mtp_core.masks.tree import chain_buffers  # noqa: E402
 from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
 
@@ -63,33 +65,37 @@ HIT_VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+LOOKAHEAD_NGRAM = {10: 3, 30: 4, 60: 5}  # N per block complexity: W = G = (BC - 1) // (2 (N - 1)) -> 9/25/57 rows
+
+
 def preset(name: str) -> tuple[str, dict[str, Any]]:
     """(registered decoder, params) of a preset name (see the module docstring)."""
     if name == "greedy":
         return "greedy", {}
-    if name == "prompt-lookup":
-        return "prompt-lookup", {"num_draft": 3}
-    parts = name.split("-")
-    params: dict[str, Any] = {"strategy": parts[0]}
+    guarded = name.endswith("-adaptive")
+    base = name.removesuffix("-adaptive")
+    guard: dict[str, Any] = {"adaptive": True} if guarded else {}
+    if base == "prompt-lookup":
+        return "prompt-lookup", {"num_draft": 3, **guard}
+    parts = base.split("-")
+    if parts[0] in ("lookahead", "stand"):
+        if len(parts) != 2 or not parts[1].startswith("bc"):
+            raise ValueError(f"preset {name!r}: expected {parts[0]}-bc<BC>[-adaptive]")
+        bc = int(parts[1][2:])
+        if parts[0] == "lookahead":
+            return "lookahead", {"bc": bc, "ngram": LOOKAHEAD_NGRAM.get(bc, 4), **guard}
+        return "stand", {"bc": bc, **guard}
+    params: dict[str, Any] = {"strategy": parts[0], **guard}
     for p in parts[1:]:
         if p.startswith("bc"):
             params["bc"] = int(p[2:])
         elif p == "m2":
             params["masks_per_step"] = 2
-        elif p == "adaptive":
-            params["adaptive"] = True
         elif p == "noprune":
             params["prune"] = False
         else:
             raise ValueError(f"unknown preset part {p!r} in {name!r}")
     return "probing", params
-
-
-def alias(label: str, base: type) -> str:
-    """Register `base` under a second name, so that run_bench (name -> params) can run several settings."""
-    if label not in DECODERS:
-        register_decoder(label)(type("P3_" + label.replace("-", "_"), (base,), {}))
-    return label
 
 
 def load(model_dir: Path) -> tuple[LoadedModel, str]:
@@ -122,22 +128,6 @@ def read_prompts(loaded: LoadedModel, path: Path, per_cat: int, offset: int) -> 
 
 
 # ---------------------------------------------------------------- part 1: hit rates
-
-
-def mask_embeddings(dec: ProbingDecoder, prompt: list[int], cont: list[int]) -> torch.Tensor:
-    """[T, H] the (scaled) mask embedding hung on each continuation token t (after folding prompt + cont[:t+1])."""
-    ids = torch.tensor([prompt])
-    e = dec.initial_embeddings(ids, torch.ones_like(ids))  # [1, H]
-    emb = dec.model.get_input_embeddings()
-    out = []
-    with torch.inference_mode():
-        for t in range(len(cont)):
-            if dec.strategy == "prompt_mean" and dec.alpha > 0:
-                e = ema_update(e, emb(torch.tensor([[cont[t]]])).float(), torch.tensor([1]), dec.alpha)
-            elif dec.strategy == "last_n" and dec.last_n_context:
-                e = emb(torch.tensor([cont[t]]))[None, 0].float()
-            out.append(e[0])
-    return torch.stack(out) * dec.scale
 
 
 @torch.inference_mode()
@@ -204,8 +194,7 @@ def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], arg
     decoders: dict[str, dict[str, Any]] = {}
     for name in names:
         base, params = preset(name)
-        label = base if name == base else alias(f"p3-{name}", DECODERS[base])
-        decoders[label] = params
+        decoders[name] = params if name == base else {"decoder": base, **params}
     if "greedy" not in decoders:
         decoders = {"greedy": {}, **decoders}
     t0 = time.perf_counter()

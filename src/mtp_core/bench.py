@@ -4,7 +4,8 @@ repeats; medians. Speed claims of every paper are measured with this, never with
 Prompts are batched within their category, so per-category speed is measured, not apportioned. In each
 repeat every batch is decoded by every decoder, in an order rotated by batch and repeat, so slow drifts of
 the machine hit all decoders alike. Tokens/s of a decoder is the median over repeats of (new tokens / wall
-time). Lossless decoders are compared token for token with the reference greedy decoder.
+time). Lossless decoders are compared token for token with the reference greedy decoder; every decoder also
+gets `identical_fraction`, the share of prompts whose tokens equal greedy's (overall and per category).
 """
 
 from __future__ import annotations
@@ -102,15 +103,15 @@ def run_bench(
         done: list[GenerationResult] = gens[name]  # type: ignore[assignment]
         total_new = sum(len(g.tokens) for g in done)
         stats = decode_stats(done)
+        same = [g.tokens == ref_g.tokens for g, ref_g in zip(done, reference)]  # type: ignore[union-attr]
         per_cat = {}
         for cat, secs in cat_seconds[name].items():
             members = [g for p, g in zip(prompts, done) if p.category == cat]
             c = decode_stats(members)
             c["tokens_per_s"] = sum(len(g.tokens) for g in members) / statistics.median(secs)
+            c["identical_fraction"] = statistics.fmean(s for p, s in zip(prompts, same) if p.category == cat)
             per_cat[cat] = c
-        identical = None
-        if built[name].lossless:
-            identical = all(g.tokens == ref_g.tokens for g, ref_g in zip(done, reference))  # type: ignore[union-attr]
+        identical = all(same) if built[name].lossless else None
         summary[name] = {
             "decoder": built[name].describe(),
             "tokens_per_s": total_new / statistics.median(seconds[name]),
@@ -119,6 +120,7 @@ def run_bench(
             "forward_passes": stats["forward_passes"],
             "new_tokens": total_new,
             "identical_to_greedy": identical,
+            "identical_fraction": statistics.fmean(same) if same else None,
             "per_category": per_cat,
         }
     for name, row in summary.items():

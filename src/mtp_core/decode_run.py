@@ -54,6 +54,7 @@ def decode_prompt_set(
         stats = decode_stats(gens[name])
         stats["tokens_per_s"] = row["tokens_per_s"]
         stats["identical_to_greedy"] = row["identical_to_greedy"]
+        stats["identical_fraction"] = row["identical_fraction"]
         stats["speedup_vs_greedy"] = row["speedup_vs_greedy"]
         samples = [
             sample_record(
@@ -79,3 +80,25 @@ def decode_prompt_set(
         log.info("%s on %s: %.2f tok/s, %.3f tokens/forward", name, prompt_set, row["tokens_per_s"],
                  stats["tokens_per_forward"]["mean"])
     return summary
+
+
+def decode_rule_job(smk: Any, rows: Sequence[dict], prompt_set: str, **extra: Any) -> dict[str, Any]:
+    """The body of a decoding rule (`decode_prompts`, `p3_decode`): load the rule's model (wildcard `model`,
+    prepared checkpoint `input.model` when there is one) and run `decode_prompt_set` with the rule's
+    `params.decoders`, `params.settings`, `params.bench` and `output.results`; `extra`: `paper`, `run`."""
+    import torch
+
+    from .config import config_hash, model_spec
+    from .models import load_model
+
+    loaded = load_model(
+        model_spec(smk.config, smk.wildcards.model),
+        base_dir=smk.input.get("model") or None,
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    bench = smk.params.bench
+    return decode_prompt_set(
+        loaded, rows, decoders=dict(smk.params.decoders), outputs=list(smk.output.results), prompt_set=prompt_set,
+        scale=smk.config["scale"], config_hash=config_hash(smk.config), threads=bench["threads"],
+        warmup=bench["warmup"], repeats=bench["repeats"], **smk.params.settings, **extra,
+    )

@@ -19,7 +19,8 @@ PROFILE = REPO / "slurm/config.v8+.yaml"
 SITE_VARS = ("MTP_SLURM_PARTITION", "MTP_SLURM_ACCOUNT", "MTP_SLURM_GPU_PARTITION", "MTP_SLURM_GRES",
              "MTP_SLURM_GPU_MODEL")
 
-GPU_RULES = ("decode_prompts", "evaluate", "p1_evaluate", "p1_evaluate_checkpoint", "p1_baseline", "p1_confidence")
+GPU_RULES = ("decode_prompts", "evaluate", "p1_evaluate", "p1_evaluate_checkpoint", "p1_baseline", "p1_confidence",
+             "p3_decode", "p3_alignment")
 
 
 def site_env(**values: str) -> dict[str, str]:

@@ -54,6 +54,9 @@ def bad(raw, mutate):
         (lambda c: c.pop("evaluation"), "evaluation"),
         (lambda c: c["papers"].update(p1={}), "enabled"),
         (lambda c: c.update(unknown_section=1), "unknown_section"),
+        (lambda c: c.update(launcher={"clutser": "slurm"}), "clutser"),
+        (lambda c: c.update(launcher={"cluster": "auto"}), "auto"),
+        (lambda c: c["papers"]["p1"].update(launcher={"tasks_per_node": 0}), "tasks_per_node"),
     ],
 )
 def test_schema_errors_name_the_key(tiny_raw, mutate, key):
@@ -74,6 +77,8 @@ def test_schema_errors_name_the_key(tiny_raw, mutate, key):
         (lambda c: c["evaluation"]["decoders"].update(nope={}), r"evaluation\.decoders\.nope: unknown decoder 'nope'"),
         (lambda c: c["datasets"].pop("math") and c["prompt_sets"].pop("math")
          and c["decoding"].update(prompt_sets=["code"]), r"evaluation\.tasks\[0\]"),
+        (lambda c: c["papers"]["p1"]["runs"]["main"].update(launcher={"strategy": "none", "tasks_per_node": 2}),
+         r"papers\.p1\.runs\.main\.launcher .*strategy"),
     ],
 )
 def test_reference_errors_name_the_key(tiny_raw, mutate, message):

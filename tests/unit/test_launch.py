@@ -389,17 +389,16 @@ def test_slurm_executor_parameters(tmp_path, monkeypatch):
 
 def test_p1_settings_from_config(tmp_path, capsys):
     """`--config FILE --run NAME`: the run's settings are `p1_plan.run_settings` (what the training rule passes),
-    its launcher settings `papers.p1.launcher` with the run's `launcher` merged in."""
+    its launcher settings the top-level `launcher` < `papers.p1.launcher` < the run's `launcher`."""
     import yaml
 
+    from mtp_core import p1_plan
     from mtp_core.config import load_config
-
-    # paper 1's run plan lands with its workflow rules; until then there is no `--run` to resolve
-    p1_plan = pytest.importorskip("mtp_core.p1_plan")
 
     from ..conftest import REPO
 
     raw = yaml.safe_load((REPO / "config" / "tiny.yaml").read_text())
+    raw["launcher"] = {"cluster": "debug", "poll_s": 3, "threads": 2}
     raw["papers"]["p1"]["launcher"] = {"cluster": "local", "timeout_min": 30}
     raw["papers"]["p1"]["runs"]["main"] = {"launcher": {"tasks_per_node": 2}}
     path = tmp_path / "config.yaml"
@@ -408,7 +407,10 @@ def test_p1_settings_from_config(tmp_path, capsys):
     settings, launcher = p1_from_config(config, "main")
     assert settings == p1_plan.run_settings(config, "main")
     assert settings["model"]["name"] == raw["papers"]["p1"]["model"] and settings["p1"]["k_max"] == 4
-    assert launcher == {"cluster": "local", "timeout_min": 30, "tasks_per_node": 2}
+    assert launcher == {"cluster": "local", "timeout_min": 30, "tasks_per_node": 2, "poll_s": 3, "threads": 2}
+    raw["launcher"] = {}  # no threads anywhere: the trainer uses the config's `threads`, as every job does
+    path.write_text(yaml.safe_dump(raw))
+    assert p1_from_config(load_config(path), "main")[1]["threads"] == raw["threads"]
     with pytest.raises(ValueError, match="no run 'other'"):
         p1_from_config(config, "other")
     out = tmp_path / "run" / "launch.json"

@@ -27,7 +27,6 @@ from mtp_core.decoding.draft_trees import (
     tree_nodes,
 )
 from mtp_core.decoding.probing import (
-    CostModel,
     HitStats,
     ProbingDecoder,
     ema_update,
@@ -327,9 +326,7 @@ def test_registered_and_validated(tiny_llama):
 # ---------------------------------------------------------------- wall-clock guard
 
 
-def test_cost_model_and_expected_tokens():
-    c = CostModel({1: 0.1, 4: 0.15, 30: 0.3})
-    assert [c(1), c(4), c(17), c(64)] == pytest.approx([1.0, 1.5, 2.25, 3.0])
+def test_hit_stats_expected_tokens():
     s = HitStats(depth=2, ranks=3)
     for r in [0, 0, 1, 3]:  # 4 depth-1 observations: top-1 twice, rank 1 once, one miss
         s.add(0, r)
@@ -339,20 +336,6 @@ def test_cost_model_and_expected_tokens():
     assert v[0].tolist() == pytest.approx([2 / 5, 1 / 5, 0])
     assert v[1].tolist() == pytest.approx([2 / 5 * 1 / 3, 0, 2 / 5 * 1 / 3])
     assert s.expected_tokens()[:3].tolist() == pytest.approx([1, 1.4, 1.6])
-    with pytest.raises(ValueError):
-        CostModel({4: 1.0})
-    # observed step times replace the table's ratio once both sizes have min_count observations
-    for _ in range(3):
-        c.observe(1, 0.2)
-        c.observe(4, 0.5)
-    assert c(4) == pytest.approx(2.5) and c(30) == pytest.approx(3.0) and c.one_row_seconds() == 0.2
-    c.observe(4, 1.5)
-    assert c(4) == pytest.approx((0.5 + 0.1 * 1.0) / 0.2)
-    frozen = CostModel({1: 1.0, 4: 2.0}, online=False)
-    for _ in range(5):
-        frozen.observe(4, 9.0)
-        frozen.observe(1, 1.0)
-    assert frozen(4) == 2.0
 
 
 def test_guard_decisions(tiny_llama):

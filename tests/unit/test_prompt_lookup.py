@@ -3,13 +3,14 @@ transformers' own prompt-lookup `generate`, batches, and acceptance on a repetit
 
 from __future__ import annotations
 
-import random
 
 import pytest
 import torch
 
 from mtp_core.decoding import DECODERS, StopCriteria, build_decoder
 from mtp_core.decoding.prompt_lookup import PromptLookupDecoder, prompt_lookup_draft
+
+from .drafting import check_lossless, check_stop_strings_lossless, repetitive_prompts
 
 
 def draft(seq, **kw) -> list[int]:
@@ -40,45 +41,21 @@ def test_registered_and_validated(tiny_llama):
         build_decoder("prompt-lookup", tiny_llama.model, tiny_llama.tokenizer, min_ngram=4)
 
 
-def repetitive_prompts(tok, n: int, seed: int) -> list[list[int]]:
-    """Prompts that repeat phrases (so n-grams recur) mixed with random words."""
-    rng = random.Random(seed)
-    words = "the cat sat on a mat while seven dogs ran past 12 + 7 = x y".split()
-    out = []
-    for _ in range(n):
-        phrase = " ".join(rng.choices(words, k=rng.randint(1, 4)))
-        text = " ".join([phrase] * rng.randint(1, 4) + rng.choices(words, k=rng.randint(0, 5)))
-        out.append(tok(text).input_ids)
-    return out
-
-
 @pytest.mark.parametrize("batch", [1, 4])
 def test_lossless_against_greedy(tiny_loaded, batch):
-    tok, model = tiny_loaded.tokenizer, tiny_loaded.model
+    tok = tiny_loaded.tokenizer
     prompts = repetitive_prompts(tok, 4, seed=1) + [tok("----------").input_ids]
-    greedy = build_decoder("greedy", model, tok)
-    free = greedy.generate(prompts, 24, StopCriteria())
-    stop = StopCriteria(eos_ids=tiny_loaded.eos_ids + (free[1].tokens[12],))
-    expect = [g.tokens for g in greedy.generate(prompts, 24, stop)]
-    for num_draft in (1, 3):
-        dec = build_decoder("prompt-lookup", model, tok, num_draft=num_draft)
-        out = dec.generate_all(prompts, 24, stop, batch_size=batch)
-        assert [g.tokens for g in out] == expect
-        for g in out:
-            assert g.accepted[0] == 1 and sum(g.accepted) >= len(g.tokens)
-            assert max(g.accepted) <= num_draft + 1 and max(g.extra["drafted"]) <= num_draft
-            assert g.stop_reason in ("eos", "length")
+
+    def check(dec, g):
+        assert max(g.accepted) <= dec.num_draft + 1 and max(g.extra["drafted"]) <= dec.num_draft
+        assert g.stop_reason in ("eos", "length")
+
+    configs = [dict(num_draft=1), dict(num_draft=3)]
+    check_lossless(tiny_loaded, "prompt-lookup", configs, batch, prompts, stop_row=1, stop_at=12, check=check)
 
 
 def test_stop_strings_lossless(tiny_llama):
-    tok, model = tiny_llama.tokenizer, tiny_llama.model
-    prompts = [tok("----------").input_ids, *repetitive_prompts(tok, 2, seed=4)]
-    free = build_decoder("greedy", model, tok).generate(prompts, 24, StopCriteria())
-    stop = StopCriteria(stop_strings=(tok.decode(free[0].tokens[6:8]),))
-    expect = build_decoder("greedy", model, tok).generate(prompts, 24, stop)
-    out = build_decoder("prompt-lookup", model, tok).generate(prompts, 24, stop)
-    assert [g.tokens for g in out] == [g.tokens for g in expect]
-    assert [g.stop_reason for g in out] == [g.stop_reason for g in expect]
+    check_stop_strings_lossless(tiny_llama, "prompt-lookup")
 
 
 def test_matches_transformers_prompt_lookup(tiny_loaded):

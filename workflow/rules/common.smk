@@ -120,6 +120,7 @@ def all_targets():
     targets += [f"{RESULTS}/data/{n}/split_report.json" for n in datasets_of_kind("synthetic_math", "metamathqa")]
     targets += [shard_index(n) for n in datasets_of_kind("pretrain_text")]
     targets += p1_all_targets()
+    targets += p3_all_targets()
     return targets
 
 
@@ -319,3 +320,55 @@ def p1_run_results(run):
     """Every result file of run `run` that some table or figure reads (its named target `p1_<run>`)."""
     jobs = [j for j in P1_JOBS if j.run == run and j.kind != "baseline"]
     return p1plan.jobs_results(config, jobs)
+
+
+# ==================================================================================================== paper 3
+# Training-free probing (workflow/rules/p3.smk). Methods, settings, result files, tables and figures come from
+# `mtp_core.p3_plan`; these helpers only turn them into rule inputs and wildcard choices.
+
+import mtp_core.p3_plan as p3plan
+
+P3 = p3plan.enabled(config)  # checked with the other references above (config.check_references -> p3plan.check)
+P3_JOBS = p3plan.decode_jobs(config) if P3 else []
+
+
+def p3_methods():
+    """Methods with a decoding job (on some model)."""
+    return list(dict.fromkeys(j.method for j in P3_JOBS))
+
+
+def p3_decode_outputs():
+    """Result files of a decoding job, with `{model}` and `{method}` wildcards: greedy, then each BC."""
+    bcs = p3plan.block_complexities(config) if P3 else []
+    names = [p3plan.setting_label("{method}", None)] + [p3plan.setting_label("{method}", bc) for bc in bcs]
+    return [p3plan.result_path("{model}", p3plan.prompt_set(config) if P3 else "", n) for n in names]
+
+
+def p3_decode_inputs(wildcards):
+    return {"model": model_input(wildcards.model), "prompts": prompt_file(p3plan.prompt_set(config))}
+
+
+def p3_alignment_csv(model):
+    return f"{p3plan.alignment_dir(model)}/alignment.csv"
+
+
+def p3_alignment_inputs(wildcards):
+    return {"model": model_input(wildcards.model), "prompts": prompt_file(p3plan.prompt_set(config))}
+
+
+def p3_experiment_inputs(wildcards):
+    """Result files of a table or per-category figure (`wildcards.table` or `wildcards.figure`)."""
+    return p3plan.experiment_results(config, getattr(wildcards, "table", None) or wildcards.figure)
+
+
+def p3_experiment_params(name):
+    """What the table / figure script needs: the settings it shows (paths, references, titles, BCs)."""
+    return {"name": name, "settings": p3plan.experiment_settings(config, name)}
+
+
+def p3_all_targets():
+    """Paper 3's share of the `all` target: the tables and figures of `papers.p3.in_all`."""
+    if not P3:
+        return []
+    return [f for name in p3plan.targets_in_all(config) for f in p3plan.target_files(name)]
+

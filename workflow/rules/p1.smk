@@ -40,6 +40,7 @@ rule p1_train:
     params:
         settings=p1_train_settings,
         run_dir=lambda wc: p1_run_dir(wc.run),
+        python=PYTHON,
     wildcard_constraints:
         run=wildcard_choice(p1_runs()),
     log:
@@ -49,7 +50,7 @@ rule p1_train:
         submitit_jobs=1,
         launcher=p1_launcher,
     shell:
-        "{PYTHON} -m mtp_core.train.launch --method p1 --output {output.record} --run-dir {params.run_dir}"
+        "{params.python} -m mtp_core.train.launch --method p1 --output {output.record} --run-dir {params.run_dir}"
         " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
 
 

@@ -10,15 +10,13 @@ snakemake.output.csv/md  <stem>.csv and <stem>.md
 import logging
 
 from mtp_core.io import log_to_file
-from mtp_core.report import load_results, write_table
+from mtp_core.report import load_results, write_table_files
 from mtp_core.report.p1 import p1_table
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 log_to_file(smk.log[0])
 spec = dict(smk.params.spec)
-if not (smk.output.csv.endswith(".csv") and smk.output.md == smk.output.csv[:-4] + ".md"):
-    raise ValueError(f"outputs must be <stem>.csv and <stem>.md, got {smk.output.csv}, {smk.output.md}")
 table = p1_table(load_results(list(smk.input.results)), runs=spec["runs"], tasks=spec["tasks"],
                  metrics=spec["metrics"], titles=spec["titles"])
-write_table(table, smk.output.csv[:-4])
+write_table_files(table, smk.output.csv, smk.output.md)
 logging.getLogger(__name__).info("%s: %d rows from %d results", smk.output.csv, len(table.data), len(smk.input.results))

@@ -9,18 +9,27 @@ from .base import (
     register_decoder,
     registry_name,
 )
-from . import greedy, hf, mtp, probing, prompt_lookup  # noqa: F401  (registration)
+from . import greedy, hf, lookahead, mtp, probing, prompt_lookup, stand  # noqa: F401  (registration)
+from .cost import CostModel, WallClockGuard
+from .lookahead import LookaheadDecoder
+from .ngram import PathDraftDecoder
+from .stand import StandDecoder
 from .tree import Draft, TreeContext, TreeDecoder, TreeState, verify_tree
 
 __all__ = [
     "DECODERS",
+    "CostModel",
     "Decoder",
     "Draft",
     "GenerationResult",
+    "LookaheadDecoder",
+    "PathDraftDecoder",
+    "StandDecoder",
     "StopCriteria",
     "TreeContext",
     "TreeDecoder",
     "TreeState",
+    "WallClockGuard",
     "build_decoder",
     "register_decoder",
     "registry_name",

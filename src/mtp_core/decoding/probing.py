@@ -41,12 +41,10 @@ expansion), `fixed` (fully expanded `branching`, Medusa-style); `topk` (K) caps 
 (default: as many as the budget can use). `prune` (default True) applies Section 3.5's rule. In a batch the tree
 shape is shared (dynamic: by batch-mean cumulative probability) and candidates are per row.
 
-Wall-clock guard (`adaptive`, default False; not in the paper, issue 5's CPU rule "no decoder slower than greedy
-by more than 5%"): on a GPU the verification cost is nearly flat, on a CPU one forward over 4 rows costs ~1.45x a
-one-row forward and over 31 rows 2.2-3.2x, so drafting pays only above ~1.5 tokens per forward. With
-`adaptive=True` the decoder
-1. measures forward cost per chunk size once per batch size (median of `calib_reps` interleaved timings of real
-   probing chunks on the current cache, right after the first prefill; or takes `cost_table` {rows: cost});
+Wall-clock guard (`adaptive`, default False; not in the paper; the shared `decoding.cost.WallClockGuard` with its
+parameters): with `adaptive=True` the decoder
+1. measures forward cost per chunk size once per batch size (`cost.measure_costs` on real probing chunks on the
+   current cache, right after the first prefill; or takes `cost_table` {rows: cost});
 2. estimates, from every verified step, the probability that the rank-j candidate of mask d is the true token
    (d >= 2 conditioned on the Top-1 chain above it being right); these counts persist across `generate` calls;
 3. per step, picks the number of draft nodes N (0 .. BC budget) maximising E(N) / (step cost(rows of N) +
@@ -65,8 +63,6 @@ Lossless at temperature 0: every emitted token is the model's argmax given the a
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any
 
 import numpy as np
@@ -74,7 +70,7 @@ import torch
 
 from ..masks.tree import TreeBuffers, chain_buffers
 from .base import register_decoder
-from .cache import crop_cache
+from .cost import WallClockGuard, measure_costs
 from .draft_trees import (
     EXPANSIONS,
     ProbeCandidates,
@@ -89,7 +85,7 @@ from .draft_trees import (
     top1_candidates,
     tree_nodes,
 )
-from .tree import Draft, TreeDecoder, TreeState, verify_tree
+from .tree import Draft, TreeDecoder, TreeState
 
 STRATEGIES = ("last_n", "gaussian", "prompt_mean", "vocab_mean")
 
@@ -143,55 +139,7 @@ def ema_update(e: torch.Tensor, new: torch.Tensor, count: torch.Tensor, alpha: f
     return e * keep[:, None] + (w[..., None] * new).sum(1).to(e.dtype)
 
 
-# ---------------------------------------------------------------- wall-clock guard
-
-
-class CostModel:
-    """Cost of one decoding step by chunk rows, relative to a one-row (greedy) step.
-
-    Starts from `table` {rows: cost} (calibrated seconds or any relative units; linear interpolation, constant
-    beyond the ends). With `online`, the wall time actually observed between consecutive proposals (verification
-    forward + acceptance + bookkeeping) is folded in per rows as an exponential moving average; once both a
-    chunk size and the one-row step have `min_count` observations, their observed ratio replaces the table's.
-    This corrects a calibration taken at a noisy moment on a shared machine.
-    """
-
-    def __init__(self, table: dict[int, float], online: bool = True, min_count: int = 3, decay: float = 0.1):
-        if 1 not in table or any(r < 1 or c <= 0 for r, c in table.items()):
-            raise ValueError(f"cost_table needs positive costs and a 1-row entry, got {table}")
-        rows = sorted(table)
-        self.rows = np.array(rows, dtype=float)
-        self.cost = np.array([table[r] for r in rows], dtype=float)
-        self.one = float(table[1])
-        self.online, self.min_count, self.decay = online, min_count, decay
-        self.seen: dict[int, list[float]] = {}  # rows -> [moving average seconds, observations]
-
-    def observe(self, rows: int, seconds: float) -> None:
-        if self.online:
-            e = self.seen.setdefault(int(rows), [seconds, 0])
-            if e[1]:
-                e[0] += self.decay * (seconds - e[0])
-            e[1] += 1
-
-    def _observed(self, rows: int) -> float | None:
-        e = self.seen.get(int(rows))
-        return e[0] if e is not None and e[1] >= self.min_count else None
-
-    def one_row_seconds(self) -> float | None:
-        """Seconds of a one-row step: observed, else the table's (None when the table is not in seconds)."""
-        return self._observed(1)
-
-    def __call__(self, rows: int) -> float:
-        one, here = self._observed(1), self._observed(rows)
-        if one is not None and here is not None:
-            return here / one
-        return float(np.interp(rows, self.rows, self.cost)) / self.one
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "table": {int(r): float(c) / self.one for r, c in zip(self.rows, self.cost)},
-            "observed": {r: [round(e[0], 5), int(e[1])] for r, e in sorted(self.seen.items())},
-        }
+# ---------------------------------------------------------------- acceptance statistics of the guard
 
 
 class HitStats:
@@ -280,28 +228,12 @@ class ProbingDecoder(TreeDecoder):
         self.last_n_context = bool(p.get("last_n_context", False))
         self.scale = float(p.get("scale", 1.0))
         self.seed = int(p.get("seed", 0))
-        self.adaptive = bool(p.get("adaptive", False))
-        self.min_gain = float(p.get("min_gain", 0.05))
-        self.probe_every = int(p.get("probe_every", 32))
-        self.min_obs = int(p.get("min_obs", 32))
-        self.calib_reps = int(p.get("calib_reps", 3))
         self.pad_small = bool(p.get("pad_small_chunks", True))
-        table = p.get("cost_table")
-        self.online_cost = bool(p.get("online_cost", True))
-        self._fixed_cost = (
-            CostModel({int(k): float(v) for k, v in table.items()}, online=self.online_cost) if table else None
-        )
-        self._last_t: float | None = None  # end of the previous proposal (step timing for the cost model)
-        self._last_rows = 1
-        self._costs: dict[int, CostModel] = {}  # batch size -> calibrated cost model
-        self._cost: CostModel | None = self._fixed_cost
-        self._one_row_s: float | None = None  # calibrated seconds of a one-row forward
-        self._overhead_s = 0.0  # running mean of the drafting bookkeeping per drafted step
+        self.guard = WallClockGuard(p)
+        self.adaptive = self.guard.enabled
         self.stats = HitStats(self.m, self.topk)
-        self._greedy_run = 0
         self._vocab_emb: torch.Tensor | None = None
         self._init_emb: torch.Tensor | None = None
-        self.log: dict[str, int] = {"draft": 0, "greedy": 0, "probe": 0, "explore": 0}
 
     def _default_branching(self) -> tuple[int, ...]:
         """The largest tree of the chosen expansion within bc: top1 splits the nodes evenly over depths (extra
@@ -358,11 +290,7 @@ class ProbingDecoder(TreeDecoder):
         state.data["pend_at"] = [-1] * b  # history index of the root an unscored probe was drafted for
         state.data["pend_d"] = [0] * b  # next depth of it to score
         state.data["pend_ids"] = torch.full((b, self.m, self.topk), -1, dtype=torch.long)
-        if self.adaptive and self._fixed_cost is None:
-            if b not in self._costs:
-                self._costs[b] = self.calibrate(state)
-            self._cost = self._costs[b]
-        self._last_t = None  # the first proposal follows the prefill, not a step
+        self.guard.start(b, lambda: self.calibrate(state))
 
     def _update_embeddings(self, state: TreeState) -> None:
         folded = state.data["folded"]
@@ -435,54 +363,30 @@ class ProbingDecoder(TreeDecoder):
         parents = mask_chain_parents(buffers.num_nodes, self.m)
         return Draft(buffers, cand, parents, self._mask_inputs(state.data["emb"], parents.numel()))
 
-    def calibrate(self, state: TreeState) -> CostModel:
-        """Seconds of one verification forward per chunk rows on the current cache (median of interleaved reps):
-        a plain one-row step and probing chunks of several sizes; the cache is restored after each."""
-        ctx = state.ctx
+    def calibrate(self, state: TreeState) -> dict[int, float]:
+        """Seconds of one verification forward per chunk rows on the current cache (`cost.measure_costs`): a
+        plain one-row step and probing chunks of several sizes."""
         opts = self._options()
         grid = sorted({n for n in (0, 1, 3, 7, 15, 31, 63) if n <= self.max_nodes} | {opts[-1]})
         drafts: dict[int, Draft | None] = {1: None}
         for n in grid:
             drafts.setdefault(self._rows(n), self._dummy_draft(state, n))
-        times: dict[int, list[float]] = {r: [] for r in drafts}
-        for _ in range(max(1, self.calib_reps)):
-            for rows, d in drafts.items():
-                before = ctx.cache.get_seq_length()
-                if d is None:
-                    d = Draft(chain_buffers(0), ctx.root.new_empty(ctx.batch_size, 0))
-                t0 = time.perf_counter()
-                verify_tree(
-                    self.model, ctx, d.buffers, d.candidates, extra_parents=d.extra_parents,
-                    extra_embeds=d.extra_embeds, pad_small_chunks=self.pad_small, commit=False,
-                )
-                times[rows].append(time.perf_counter() - t0)
-                crop_cache(ctx.cache, ctx.cache.get_seq_length() - before)
-        table = {r: statistics.median(t) for r, t in times.items()}
-        self._one_row_s = table[1]
-        return CostModel(table, online=self.online_cost)
+        return measure_costs(self.model, state.ctx, drafts, self.guard.calib_reps, self.pad_small)
 
     def _choose(self) -> tuple[str, int]:
-        """('draft' | 'greedy', nodes) for a step whose probe logits are available."""
+        """('explore' | 'draft' | 'greedy', nodes) for a step whose probe logits are available."""
         opts = self._options()
-        if self.stats.obs[0] < self.min_obs:
+        if self.stats.obs[0] < self.guard.min_obs:
             small = min(self._rows(n) for n in opts)
             return "explore", max(n for n in opts if self._rows(n) == small)
-        cost = self._cost
-        assert cost is not None
-        e = self.stats.expected_tokens()
-        one_s = cost.one_row_seconds() or self._one_row_s
-        over = self._overhead_s / one_s if one_s else 0.0
         if self.branching is None:
-            rate = {n: e[min(n, len(e) - 1)] / (cost(self._rows(n)) + over) for n in opts}
+            e = self.stats.expected_tokens()
+            expected = {n: float(e[min(n, len(e) - 1)]) for n in opts}
         else:  # the configured tree's own slots (Top-1 / full expansion approximated by rank values)
             v = self.stats.slot_values()
             n_cfg = tree_nodes(self.branching, self.expansion)
-            e_cfg = 1.0 + sum(float(v[d, : k].sum()) for d, k in enumerate(self.branching))
-            rate = {0: 1.0 / (cost(self._rows(0)) + over), n_cfg: e_cfg / (cost(self._rows(n_cfg)) + over)}
-        best = max(rate, key=lambda n: (rate[n], -n))
-        if rate[best] >= (1.0 + self.min_gain) / cost(1):
-            return "draft", best
-        return "greedy", best
+            expected = {0: 1.0, n_cfg: 1.0 + sum(float(v[d, :k].sum()) for d, k in enumerate(self.branching))}
+        return self.guard.choose(expected, {n: self._rows(n) for n in expected})
 
     # ------------------------------------------------------------ drafting
 
@@ -511,20 +415,13 @@ class ProbingDecoder(TreeDecoder):
             counts = dynamic_counts(cands.slot_values()[:, :depth], n) if n else ()
         return top1_buffers(counts), top1_candidate_tokens(cands, counts), cands
 
-    def _done(self, draft: Draft | None, n_nodes: int = 0) -> Draft | None:
-        """Remember when this proposal ended and how many rows its step runs (the guard's online step timing)."""
-        self._last_rows = 1 if draft is None else self._rows(n_nodes)
-        self._last_t = time.perf_counter()
-        return draft
-
     def propose(self, state: TreeState) -> Draft | None:
-        t0 = time.perf_counter()
-        if self.adaptive and self._cost is not None and self._last_t is not None:
-            self._cost.observe(self._last_rows, t0 - self._last_t)
+        t0 = self.guard.tick()
         self._update_embeddings(state)
         self._score_pending(state)
         cap = max(state.remaining()) - 1  # drafts any row can still use (the bonus fills the last slot)
         if cap <= 0:
+            self.guard.done("greedy", 1)
             return None  # the last token of every row: no drafts, no masks
         if state.last is None:
             probe = state.prefill_extra_logits
@@ -539,22 +436,17 @@ class ProbingDecoder(TreeDecoder):
             cands = top1_candidates(probe, root, self.topk, self.prune)
             self._remember(state, cands)
         n_nodes: int | None = None
+        mode = "draft"
         if self.adaptive:
             if probe is None:  # after a greedy step: keep going greedy, re-probe every `probe_every` steps
-                self._greedy_run += 1
-                if self._greedy_run < self.probe_every:
-                    self.log["greedy"] += 1
-                    return self._done(None)
-                self._greedy_run, mode = 0, "probe"  # masks on the root only: no candidates to draft
+                mode = self.guard.greedy_or_probe()  # a probe: masks on the root only, no candidates
             else:
                 mode, n_nodes = self._choose()
                 if mode == "greedy":
-                    self._greedy_run = 0
-                    self.log["greedy"] += 1
-                    return self._done(None)
-            self.log[mode] += 1
-        else:
-            self.log["draft"] += 1
+                    self.guard.greedy_run = 0
+            if mode == "greedy":
+                self.guard.done("greedy", 1)
+                return None
 
         device = root.device
         if probe is None:
@@ -565,9 +457,8 @@ class ProbingDecoder(TreeDecoder):
         draft = Draft(
             buffers, cand.to(device), parents, self._mask_inputs(state.data["emb"], parents.numel()).to(device)
         )
-        dt = time.perf_counter() - t0
-        self._overhead_s = dt if self._overhead_s == 0 else 0.9 * self._overhead_s + 0.1 * dt
-        return self._done(draft, buffers.num_nodes - 1)
+        self.guard.done(mode, self._rows(buffers.num_nodes - 1), t0)
+        return draft
 
     def hit_rates(self) -> dict[str, float | None]:
         """Observed rates (so far, over all calls) that the true token t+2 is the first mask's top-1 / in its
@@ -585,8 +476,7 @@ class ProbingDecoder(TreeDecoder):
         d["hit_rates"] = self.hit_rates()
         if self.adaptive:
             d["guard"] = {
-                "steps": dict(self.log),
-                "cost": self._cost.as_dict() if self._cost else None,
+                **self.guard.as_dict(),
                 "slot_values_depth1": self.stats.slot_values()[0, :8].round(4).tolist(),
                 "observations": self.stats.obs.tolist(),
             }

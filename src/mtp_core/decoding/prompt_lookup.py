@@ -8,16 +8,17 @@ draft, a chain verified by the tree core in one forward. No match: a plain one-t
 
 Differences from the references, none of which affects the output (always the greedy one): transformers takes
 the left-most match and Spec-Bench the earliest; we prefer the most recent match that yields a full draft.
-Batches are supported: every row drafts its own chain, shorter chains are padded with "no candidate".
+Batches are supported: every row drafts its own chain, shorter chains are padded with "no candidate". With
+`adaptive=True` the shared wall-clock guard (`decoding.cost`) caps the chain length per step or takes a greedy step.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..masks.tree import chain_buffers
 from .base import register_decoder
-from .tree import Draft, TreeDecoder, TreeState
+from .ngram import PathDraftDecoder
+from .tree import TreeState
 
 
 def prompt_lookup_draft(
@@ -39,16 +40,19 @@ def prompt_lookup_draft(
 
 
 @register_decoder("prompt-lookup")
-class PromptLookupDecoder(TreeDecoder):
-    """Params: `max_ngram` (3), `min_ngram` (1), `num_draft` (chain length, 3), plus TreeDecoder's."""
+class PromptLookupDecoder(PathDraftDecoder):
+    """Params: `max_ngram` (3), `min_ngram` (1), `num_draft` (chain length, 3), the wall-clock guard's
+    (`decoding.cost`: `adaptive`, ...; option = chain length), plus TreeDecoder's."""
 
     lossless = True
+    chain_drafts = True
 
     def __init__(self, model, tokenizer, **params):
-        super().__init__(model, tokenizer, **params)
+        num_draft = int(params.get("num_draft", 3))
+        super().__init__(model, tokenizer, draft_depth=num_draft, max_rows=num_draft + 1, **params)
         self.max_ngram = int(params.get("max_ngram", 3))
         self.min_ngram = int(params.get("min_ngram", 1))
-        self.num_draft = int(params.get("num_draft", 3))
+        self.num_draft = num_draft
         if not 1 <= self.min_ngram <= self.max_ngram:
             raise ValueError(
                 f"prompt-lookup: need 1 <= min_ngram <= max_ngram, got {self.min_ngram}, {self.max_ngram}"
@@ -56,18 +60,9 @@ class PromptLookupDecoder(TreeDecoder):
         if self.num_draft < 0:
             raise ValueError(f"prompt-lookup: num_draft must be >= 0, got {self.num_draft}")
 
-    def propose(self, state: TreeState) -> Draft | None:
-        # no row can use more than remaining - 1 drafts (the bonus token fills the last slot)
-        cap = min(self.num_draft, max(state.remaining()) - 1)
-        if cap <= 0:
-            return None
+    def draft_paths(self, state: TreeState) -> list[list[tuple[int, ...]]]:
         drafts = [
-            prompt_lookup_draft(torch.tensor(h), self.max_ngram, self.min_ngram, cap) for h in state.history
+            prompt_lookup_draft(torch.tensor(h), self.max_ngram, self.min_ngram, self.num_draft).tolist()
+            for h in state.history
         ]
-        k = max(int(d.numel()) for d in drafts)
-        if k == 0:
-            return None
-        cand = torch.full((len(drafts), k), -1, dtype=torch.long)
-        for b, d in enumerate(drafts):
-            cand[b, : d.numel()] = d
-        return Draft(chain_buffers(k), cand.to(state.ctx.root.device))
+        return [[tuple(d)] if d else [] for d in drafts]

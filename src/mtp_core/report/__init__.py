@@ -11,7 +11,7 @@ import pandas as pd
 
 from .figures import decoding_speed_figure, grouped_bars, new_figure, save_figure, scatter_tradeoff, style
 from .load import ResultFileError, category_frame, format_params, load_results, metrics_frame
-from .tables import Table, decoding_table, evaluation_table, format_pm, pivot_pm, write_table
+from .tables import Table, decoding_table, evaluation_table, format_pm, pivot_pm, write_table, write_table_files
 
 TABLES: dict[str, Callable[[pd.DataFrame], Table]] = {
     "decoding": decoding_table,
@@ -30,10 +30,8 @@ def make_table(name: str, results: Sequence[str | os.PathLike], csv: str, md: st
     """Build table `name` (a key of TABLES) from result JSONs; write `csv` and `md` (same stem)."""
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r}; known: {sorted(TABLES)}")
-    if not (str(csv).endswith(".csv") and str(md) == str(csv)[:-4] + ".md"):
-        raise ValueError(f"table outputs must be <stem>.csv and <stem>.md, got {csv!r} and {md!r}")
     table = TABLES[name](load_results(results))
-    write_table(table, str(csv)[:-4])
+    write_table_files(table, csv, md)
     log.info("table %s: %d result files -> %d rows in %s, %s", name, len(results), len(table.data), csv, md)
 
 
@@ -49,5 +47,5 @@ __all__ = [
     "FIGURES", "TABLES", "ResultFileError", "Table", "category_frame", "decoding_speed_figure",
     "decoding_table", "evaluation_table", "format_params", "format_pm", "grouped_bars", "load_results",
     "make_figure", "make_table", "metrics_frame", "new_figure", "pivot_pm", "save_figure",
-    "scatter_tradeoff", "style", "write_table",
+    "scatter_tradeoff", "style", "write_table", "write_table_files",
 ]

@@ -14,6 +14,7 @@ import pandas as pd
 STAT_COLUMNS = (
     "tokens_per_forward", "tokens_per_forward_std", "effective_k", "effective_k_std",
     "new_tokens_mean", "new_tokens_std", "new_tokens_total", "forward_passes", "tokens_per_s", "wall_s",
+    "identical_fraction",
 )
 RESULT_COLUMNS = (
     "path", "kind", "paper", "run", "model", "task", "decoder", "params_str", "label", "lossless", "n",
@@ -142,6 +143,7 @@ def _stats(path: str, s: Any, where: str = "decode_stats") -> dict[str, float]:
             "new_tokens_mean": _num(new.get("mean")), "new_tokens_std": _num(new.get("std")),
             "new_tokens_total": _num(new.get("total")), "forward_passes": _num(s.get("forward_passes")),
             "tokens_per_s": _num(s.get("tokens_per_s")), "wall_s": _num(s.get("wall_s")),
+            "identical_fraction": _num(s.get("identical_fraction")),
         }
     except (TypeError, ValueError) as e:
         raise ResultFileError(path, f"{where}: non-numeric statistic ({e})") from None

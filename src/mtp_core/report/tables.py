@@ -110,6 +110,13 @@ def write_table(table: Table | pd.DataFrame, stem: str | os.PathLike) -> tuple[P
     return csv, md
 
 
+def write_table_files(table: Table | pd.DataFrame, csv: str | os.PathLike, md: str | os.PathLike) -> None:
+    """`write_table` to a rule's two outputs, which must be `<stem>.csv` and `<stem>.md`."""
+    if not (str(csv).endswith(".csv") and str(md) == str(csv)[:-4] + ".md"):
+        raise ValueError(f"table outputs must be <stem>.csv and <stem>.md, got {str(csv)!r} and {str(md)!r}")
+    write_table(table, str(csv)[:-4])
+
+
 def decoding_table(frame: pd.DataFrame, references: Sequence[str] = REFERENCE_DECODERS) -> Table:
     """One row per (model, run, prompt set, decoder): speed and acceptance, and `speedup_vs_<ref>` = tokens/s over
     that of decoder `ref` in the same (model, run, prompt set) (NaN where it is absent). Rows are grouped by

@@ -1,0 +1,234 @@
+"""The wall-clock guard shared by every drafting decoder (probing, prompt lookup, lookahead, STAND).
+
+Not from a paper: issue 5's CPU rule "no decoder may be slower than reference greedy by more than 5% on any
+category: choose the tree size from the measured forward cost, fall back to greedy when drafting cannot pay". On
+a GPU a verification forward costs about the same for 1 or 60 rows; on a CPU a 4-row forward costs ~1.45x a
+one-row forward and a 31-row one 2.2-3.2x, so a draft pays only when it is accepted often enough.
+
+* `CostModel`: step cost by chunk rows relative to a one-row (greedy) step; calibrated, corrected online.
+* `measure_costs`: the calibration (median of interleaved timed verification forwards on the live cache).
+* `DepthAcceptance`: per-depth acceptance estimates of path drafters, giving expected tokens per depth cap.
+* `WallClockGuard`: the decision. Every option k (a node count, a depth cap) has expected tokens E(k) and chunk
+  rows R(k); its rate is E(k) / (cost(R(k)) + drafting overhead), the overhead being the measured bookkeeping
+  per drafted step in one-row-step units. The best option is drafted only if its rate beats a one-row greedy
+  step's by `min_gain`; otherwise the step is greedy, and every `probe_every`-th consecutive greedy decision is a
+  probe (a full draft) so that the estimates keep growing. Until `min_obs` observations exist the caller explores.
+  Cost-aware variants (used by the path drafters, whose full drafts can cost several greedy steps): the probe
+  interval grows so that probes cost at most `min_gain / 2` of the steps, i.e. max(`probe_every`,
+  (cost(probe) - 1) / (min_gain / 2)) greedy steps; exploring stops once it has cost `min_obs` one-row steps
+  beyond greedy (the estimates then start from what was seen, shrunk towards 0).
+
+Parameters (decoder params, the same names for every decoder): `adaptive` (False: no guard), `cost_table`
+({rows: cost}, instead of calibrating), `online_cost` (True), `min_gain` (0.05), `probe_every` (32), `min_obs`
+(32), `calib_reps` (3). The calibration falls into the first `generate` of each batch size.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..masks.tree import chain_buffers, tree_buffers_from_parents
+from .cache import crop_cache
+from .tree import Draft, TreeContext, verify_tree
+
+
+class CostModel:
+    """Cost of one decoding step by chunk rows, relative to a one-row (greedy) step.
+
+    Starts from `table` {rows: cost} (calibrated seconds or any relative units; linear interpolation, constant
+    beyond the ends). With `online`, the wall time actually observed between consecutive proposals (verification
+    forward + acceptance + bookkeeping) is folded in per rows as an exponential moving average; once both a
+    chunk size and the one-row step have `min_count` observations, their observed ratio replaces the table's.
+    This corrects a calibration taken at a noisy moment on a shared machine.
+    """
+
+    def __init__(self, table: dict[int, float], online: bool = True, min_count: int = 3, decay: float = 0.1):
+        if 1 not in table or any(r < 1 or c <= 0 for r, c in table.items()):
+            raise ValueError(f"cost_table needs positive costs and a 1-row entry, got {table}")
+        rows = sorted(table)
+        self.rows = np.array(rows, dtype=float)
+        self.cost = np.array([table[r] for r in rows], dtype=float)
+        self.one = float(table[1])
+        self.online, self.min_count, self.decay = online, min_count, decay
+        self.seen: dict[int, list[float]] = {}  # rows -> [moving average seconds, observations]
+
+    def observe(self, rows: int, seconds: float) -> None:
+        if self.online:
+            e = self.seen.setdefault(int(rows), [seconds, 0])
+            if e[1]:
+                e[0] += self.decay * (seconds - e[0])
+            e[1] += 1
+
+    def _observed(self, rows: int) -> float | None:
+        e = self.seen.get(int(rows))
+        return e[0] if e is not None and e[1] >= self.min_count else None
+
+    def one_row_seconds(self) -> float | None:
+        """Seconds of a one-row step as observed (None before `min_count` observations)."""
+        return self._observed(1)
+
+    def __call__(self, rows: int) -> float:
+        one, here = self._observed(1), self._observed(rows)
+        if one is not None and here is not None:
+            return here / one
+        return float(np.interp(rows, self.rows, self.cost)) / self.one
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": {int(r): float(c) / self.one for r, c in zip(self.rows, self.cost)},
+            "observed": {r: [round(e[0], 5), int(e[1])] for r, e in sorted(self.seen.items())},
+        }
+
+
+def padded_rows(rows: int, pad_small_chunks: bool) -> int:
+    """Rows the verification forward really runs (`tree._chunk_layout` pads 2-3 rows to 4)."""
+    return 4 if pad_small_chunks and rows in (2, 3) else rows
+
+
+def calibration_rows(max_rows: int) -> list[int]:
+    """Chunk sizes to time: 1, 4, 8, 16, 32, 64 up to `max_rows`, and `max_rows` itself."""
+    return sorted({r for r in (1, 4, 8, 16, 32, 64) if r <= max_rows} | {max(1, max_rows)})
+
+
+def dummy_draft(ctx: TreeContext, rows: int, chain: bool = False) -> Draft | None:
+    """A draft of `rows` chunk rows for timing: a star under the root (a tree mask) or a chain (causal)."""
+    if rows <= 1:
+        return None
+    buffers = chain_buffers(rows - 1) if chain else tree_buffers_from_parents([-1] + [0] * (rows - 1))
+    return Draft(buffers, ctx.root[:, None].expand(ctx.batch_size, rows - 1).clone())
+
+
+def measure_costs(
+    model: torch.nn.Module, ctx: TreeContext, drafts: Mapping[int, Draft | None], reps: int, pad_small_chunks: bool
+) -> dict[int, float]:
+    """Seconds of one verification forward per chunk rows on the live cache: the median of `reps` interleaved
+    timings of each draft (None: a plain one-row step). The cache is restored after each forward."""
+    times: dict[int, list[float]] = {r: [] for r in drafts}
+    for _ in range(max(1, reps)):
+        for rows, d in drafts.items():
+            before = ctx.cache.get_seq_length()
+            if d is None:
+                d = Draft(chain_buffers(0), ctx.root.new_empty(ctx.batch_size, 0))
+            t0 = time.perf_counter()
+            verify_tree(
+                model, ctx, d.buffers, d.candidates, extra_parents=d.extra_parents, extra_embeds=d.extra_embeds,
+                pad_small_chunks=pad_small_chunks, commit=False,
+            )
+            times[rows].append(time.perf_counter() - t0)
+            crop_cache(ctx.cache, ctx.cache.get_seq_length() - before)
+    return {r: statistics.median(t) for r, t in times.items()}
+
+
+class DepthAcceptance:
+    """Acceptance of path drafts by depth: depth d is tried when the row drafted at least d tokens on some path
+    and accepted d-1; it hits when d were accepted. p_d = hits / (tries + 1) (+1 shrinks towards 0 when little is
+    known); a draft capped at depth c is expected to emit 1 + sum_{j<=c} prod_{i<=j} p_i tokens."""
+
+    def __init__(self, depth: int):
+        self.tries = np.zeros(max(1, depth))
+        self.hits = np.zeros(max(1, depth))
+
+    def observe(self, drafted: np.ndarray, accepted: np.ndarray) -> None:
+        """`drafted` [B]: depth each row drafted; `accepted` [B]: drafts it accepted."""
+        d = np.arange(1, self.tries.size + 1)[None]
+        drafted, accepted = np.asarray(drafted)[:, None], np.asarray(accepted)[:, None]
+        self.tries += (d <= np.minimum(accepted + 1, drafted)).sum(0)
+        self.hits += (d <= np.minimum(accepted, drafted)).sum(0)
+
+    def expected_tokens(self) -> np.ndarray:
+        """[D+1] expected tokens per forward with the draft capped at depth 0..D (bonus token included)."""
+        p = self.hits / (self.tries + 1.0)
+        return 1.0 + np.concatenate([[0.0], np.cumsum(np.cumprod(p))])
+
+
+class WallClockGuard:
+    """The decision and its timing state for one decoder instance; see the module docstring."""
+
+    def __init__(self, params: Mapping[str, Any]):
+        self.enabled = bool(params.get("adaptive", False))
+        self.min_gain = float(params.get("min_gain", 0.05))
+        self.probe_every = int(params.get("probe_every", 32))
+        self.min_obs = int(params.get("min_obs", 32))
+        self.calib_reps = int(params.get("calib_reps", 3))
+        self.online = bool(params.get("online_cost", True))
+        table = params.get("cost_table")
+        self.fixed = CostModel({int(k): float(v) for k, v in table.items()}, online=self.online) if table else None
+        self.cost: CostModel | None = self.fixed
+        self._by_batch: dict[int, CostModel] = {}  # batch size -> calibrated cost model
+        self.one_row_s: float | None = None  # calibrated seconds of a one-row forward
+        self.overhead_s = 0.0  # running mean of the drafting bookkeeping per drafted step
+        self.greedy_run = 0  # consecutive greedy decisions
+        self.explored = 0.0  # extra cost of the exploring steps so far, in one-row steps
+        self._last_t: float | None = None  # end of the previous proposal
+        self._last_rows = 1
+        self.log: dict[str, int] = {"draft": 0, "greedy": 0, "probe": 0, "explore": 0}
+
+    def start(self, batch_size: int, measure: Callable[[], dict[int, float]]) -> None:
+        """Per batch: use the cost model of this batch size (calibrated by `measure()` the first time)."""
+        if self.enabled and self.fixed is None:
+            if batch_size not in self._by_batch:
+                table = measure()
+                self.one_row_s = table[1]
+                self._by_batch[batch_size] = CostModel(table, online=self.online)
+            self.cost = self._by_batch[batch_size]
+        self._last_t = None  # the first proposal follows the prefill, not a step
+
+    def tick(self) -> float:
+        """Start of a proposal: the time since the previous one ended is that step's cost. Returns now."""
+        now = time.perf_counter()
+        if self.enabled and self.cost is not None and self._last_t is not None:
+            self.cost.observe(self._last_rows, now - self._last_t)
+        return now
+
+    def choose(self, expected: Mapping[int, float], rows: Mapping[int, int]) -> tuple[str, int]:
+        """('draft' | 'greedy', best option) among options k with expected tokens `expected[k]` and chunk
+        `rows[k]` (already padded); ties go to the smaller option."""
+        cost = self.cost
+        if cost is None:
+            raise RuntimeError("wall-clock guard used before its cost model exists (start() not called)")
+        one_s = cost.one_row_seconds() or self.one_row_s
+        over = self.overhead_s / one_s if one_s else 0.0
+        rate = {k: expected[k] / (cost(rows[k]) + over) for k in expected}
+        best = max(rate, key=lambda k: (rate[k], -k))
+        if rate[best] >= (1.0 + self.min_gain) / cost(1):
+            return "draft", best
+        return "greedy", best
+
+    def greedy_or_probe(self, probe_rows: int | None = None) -> str:
+        """After a greedy decision: 'greedy', or 'probe' on every `probe_every`-th one in a row; with
+        `probe_rows` (the probe's chunk) on every max(probe_every, (cost - 1) / (min_gain / 2))-th one."""
+        self.greedy_run += 1
+        every = self.probe_every
+        if probe_rows is not None and self.cost is not None and self.min_gain > 0:
+            every = max(every, math.ceil((self.cost(probe_rows) - 1.0) / (self.min_gain / 2)))
+        if self.greedy_run < every:
+            return "greedy"
+        self.greedy_run = 0
+        return "probe"
+
+    def may_explore(self, rows: int) -> bool:
+        """Whether one more exploring step of `rows` keeps the exploration's extra cost within `min_obs` one-row
+        steps."""
+        return self.cost is not None and self.explored + self.cost(rows) - 1.0 <= self.min_obs
+
+    def done(self, mode: str, rows: int, t0: float | None = None) -> None:
+        """End of a proposal: count `mode`, remember the step's `rows`; with `t0` (a drafted step) fold the
+        proposal's duration into the overhead estimate."""
+        self.log[mode] += 1
+        if mode == "explore" and self.cost is not None:
+            self.explored += self.cost(rows) - 1.0
+        now = time.perf_counter()
+        if t0 is not None:
+            dt = now - t0
+            self.overhead_s = dt if self.overhead_s == 0 else 0.9 * self.overhead_s + 0.1 * dt
+        self._last_rows, self._last_t = rows, now
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"steps": dict(self.log), "cost": self.cost.as_dict() if self.cost else None}

@@ -1,0 +1,29 @@
+"""Paper 3: one figure as PNG and PDF.
+
+snakemake.params.kind    category (Figs 4-5: per-category τ by method and BC) | alignment (Fig. 2, from the CSV)
+snakemake.params.figure  fig2 | fig4 | fig5
+snakemake.params.spec    category: name, settings (p3_plan.experiment_settings); alignment: papers.p3.figures.fig2
+snakemake.input          results (result JSONs) or csv (the alignment analysis)
+snakemake.output         png, pdf
+"""
+
+import pandas as pd
+
+from mtp_core.io import log_to_file
+from mtp_core.mask_alignment import layer_curves
+from mtp_core.report import load_results
+from mtp_core.report.p3 import alignment_figure, category_figure
+
+smk = snakemake  # noqa: F821  (injected by Snakemake)
+log_to_file(smk.log[0])
+kind, spec, fig = smk.params.kind, dict(smk.params.spec), smk.params.figure
+title = f"Paper 3, {fig.replace('fig', 'Figure ')}"
+if kind == "category":
+    model = spec["settings"][0]["model"] if spec["settings"] else ""
+    category_figure(load_results(list(smk.input.results)), spec["settings"], smk.output.png, smk.output.pdf,
+                    title=f"{title}: {model}")
+elif kind == "alignment":
+    alignment_figure(layer_curves(pd.read_csv(smk.input.csv)), smk.output.png, smk.output.pdf,
+                     title=f"{title}: {spec['model']}")
+else:
+    raise ValueError(f"unknown figure kind {kind!r}")
