@@ -25,6 +25,18 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900)
     return proc
 
 
+def assert_bad_tiny_config_stops(tmp_path: Path, old: str, new: str, message: str) -> None:
+    """config/tiny.yaml with `old` replaced by `new` makes `snakemake all` fail with `message`, before any job."""
+    text = (REPO / "config/tiny.yaml").read_text()
+    bad = text.replace(old, new)
+    assert bad != text, f"{old!r} is not in config/tiny.yaml"
+    (tmp_path / "bad.yaml").write_text(bad)
+    proc = snakemake(tmp_path, "all", "-c1", "--configfile", str(tmp_path / "bad.yaml"), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """`snakemake -c2 all` and the report at tiny scale, once per session (foundation + paper 1); the wall time

@@ -14,7 +14,7 @@ from mtp_core import p1_plan
 from mtp_core.config import load_config
 
 from ..conftest import REPO
-from .conftest import snakemake
+from .conftest import assert_bad_tiny_config_stops, snakemake
 
 TASK = "synthetic_math_cot"
 TABLE_RUNS = {"table1": ["main"], "table2": ["main"], "table3": ["main"],
@@ -131,11 +131,5 @@ def test_ablation_table_target_at_embedded_scale(tmp_path):
 
 
 def test_bad_p1_config_stops_before_any_job(tmp_path):
-    text = (REPO / "config/tiny.yaml").read_text()
-    bad = text.replace("runs: [main, gt_supervision, bda]", "runs: [main, gt_supervision, nope]")
-    assert bad != text
-    (tmp_path / "bad.yaml").write_text(bad)
-    proc = snakemake(tmp_path, "all", "-c1", "--configfile", str(tmp_path / "bad.yaml"), check=False)
-    assert proc.returncode != 0
-    assert "papers.p1.tables.table4.runs[2]: run 'nope' is not declared" in proc.stdout + proc.stderr
-    assert not (tmp_path / "results").exists()
+    assert_bad_tiny_config_stops(tmp_path, "runs: [main, gt_supervision, bda]", "runs: [main, gt_supervision, nope]",
+                                 "papers.p1.tables.table4.runs[2]: run 'nope' is not declared")

@@ -14,7 +14,7 @@ from mtp_core import p3_plan
 from mtp_core.config import load_config
 
 from ..conftest import REPO
-from .conftest import snakemake
+from .conftest import assert_bad_tiny_config_stops, snakemake
 
 TARGETS = ["results/tables/p3/table1.csv", "results/figures/p3/fig2.png"]
 ALL_P3 = [f for name in (*p3_plan.TABLES, *p3_plan.FIGURES) for f in p3_plan.target_files(name)]
@@ -87,11 +87,5 @@ def test_dry_run_dag_other_scales(config, tmp_path):
 
 
 def test_bad_p3_config_stops_before_any_job(tmp_path):
-    text = (REPO / "config/tiny.yaml").read_text()
-    bad = text.replace("pruning: {methods: [probing, probing_noprune]", "pruning: {methods: [probing, nope]")
-    assert bad != text
-    (tmp_path / "bad.yaml").write_text(bad)
-    proc = snakemake(tmp_path, "all", "-c1", "--configfile", str(tmp_path / "bad.yaml"), check=False)
-    assert proc.returncode != 0
-    assert "papers.p3.tables.pruning.methods[1]: method 'nope' is not declared" in proc.stdout + proc.stderr
-    assert not (tmp_path / "results").exists()
+    assert_bad_tiny_config_stops(tmp_path, "pruning: {methods: [probing, probing_noprune]", "pruning: {methods: [probing, nope]",
+                                 "papers.p3.tables.pruning.methods[1]: method 'nope' is not declared")
