@@ -118,14 +118,11 @@ def run_settings(config: dict, run: str) -> dict:
 
 def launcher_settings(config: dict, run: str) -> dict:
     """Launcher settings of `run` (`mtp_core.train.launch.LauncherConfig` keys): the top-level `launcher`, then
-    `papers.p1.launcher`, then `runs.<run>.launcher`, merged key by key. Without `threads` or `cpus_per_task`
-    the trainer uses the config's `threads`, as every other job does."""
+    `papers.p1.launcher`, then `runs.<run>.launcher`, merged key by key. (The training's torch threads are
+    `train.threads`, the config's `threads` by default: `run_plan`.)"""
     s = section(config)
     merged = deep_merge(config.get("launcher") or {}, s.get("launcher"))
-    merged = deep_merge(merged, ((s.get("runs") or {}).get(run) or {}).get("launcher"))
-    if merged.get("threads") is None and merged.get("cpus_per_task") is None and "threads" in config:
-        merged["threads"] = int(config["threads"])
-    return merged
+    return deep_merge(merged, ((s.get("runs") or {}).get(run) or {}).get("launcher"))
 
 
 # --------------------------------------------------------------------------------------------- run labels

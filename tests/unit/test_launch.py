@@ -408,9 +408,7 @@ def test_p1_settings_from_config(tmp_path, capsys):
     assert settings == p1_plan.run_settings(config, "main")
     assert settings["model"]["name"] == raw["papers"]["p1"]["model"] and settings["p1"]["k_max"] == 4
     assert launcher == {"cluster": "local", "timeout_min": 30, "tasks_per_node": 2, "poll_s": 3, "threads": 2}
-    raw["launcher"] = {}  # no threads anywhere: the trainer uses the config's `threads`, as every job does
-    path.write_text(yaml.safe_dump(raw))
-    assert p1_from_config(load_config(path), "main")[1]["threads"] == raw["threads"]
+    assert settings["train"]["threads"] == raw["threads"]  # the trainer uses the config's `threads`, as every job does
     with pytest.raises(ValueError, match="no run 'other'"):
         p1_from_config(config, "other")
     out = tmp_path / "run" / "launch.json"
