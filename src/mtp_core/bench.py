@@ -6,6 +6,10 @@ repeat every batch is decoded by every decoder, in an order rotated by batch and
 the machine hit all decoders alike. Tokens/s of a decoder is the median over repeats of (new tokens / wall
 time). Lossless decoders are compared token for token with the reference greedy decoder; every decoder also
 gets `identical_fraction`, the share of prompts whose tokens equal greedy's (overall and per category).
+
+Multi-turn rows (Spec-Bench's MT-Bench part) follow Spec-Bench's protocol: each decoder answers turn 1, its own
+answer joins the chat history, then it answers turn 2, and so on; a prompt's tokens, accepted lengths, forward
+passes and times are those of all its turns together.
 """
 
 from __future__ import annotations
@@ -32,20 +36,61 @@ REFERENCE = "greedy"
 class BenchPrompt:
     id: str
     category: str
-    ids: list[int]
+    ids: list[int]  # the first turn, rendered and tokenised
+    turns: tuple[str, ...] = ()  # every user turn of a multi-turn row; () for a single turn
 
 
 def encode_prompts(loaded: LoadedModel, rows: Sequence[dict], chat: bool | None = None) -> list[BenchPrompt]:
-    """Tokenise prompt rows (`id`, `category`, `prompt`); multi-turn rows use their first turn."""
-    return [BenchPrompt(str(r["id"]), r.get("category") or "all", loaded.encode(r["prompt"], chat)) for r in rows]
+    """Tokenise prompt rows (`id`, `category`, `prompt`, optional `turns`). Rows of several turns need the chat
+    template: their later turns are rendered with the decoder's own answers (`generate_turns`)."""
+    chat = loaded.chat_template if chat is None else chat
+    out = []
+    for r in rows:
+        turns = tuple(r.get("turns") or ())
+        if len(turns) > 1 and not chat:
+            raise ValueError(f"prompt {r['id']!r} has {len(turns)} turns: multi-turn prompts need the chat template")
+        out.append(BenchPrompt(str(r["id"]), r.get("category") or "all", loaded.encode(r["prompt"], chat),
+                               turns if len(turns) > 1 else ()))
+    return out
 
 
 def make_batches(prompts: Sequence[BenchPrompt], batch_size: int) -> list[list[int]]:
-    """Indices of prompts grouped into batches that never mix categories, in first-seen category order."""
-    by_cat: dict[str, list[int]] = defaultdict(list)
+    """Indices of prompts grouped into batches that never mix categories (nor numbers of turns), in first-seen
+    order."""
+    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
     for i, p in enumerate(prompts):
-        by_cat[p.category].append(i)
-    return [idx[j : j + batch_size] for idx in by_cat.values() for j in range(0, len(idx), batch_size)]
+        groups[p.category, len(p.turns)].append(i)
+    return [idx[j : j + batch_size] for idx in groups.values() for j in range(0, len(idx), batch_size)]
+
+
+def generate_turns(
+    decoder: Decoder, loaded: LoadedModel, batch: Sequence[BenchPrompt], max_new_tokens: int, stop: Any
+) -> list[GenerationResult]:
+    """One batch (same number of turns) through `decoder`, turn by turn as Spec-Bench does: turn t+1 is the chat
+    of every earlier user turn with the decoder's own answers, up to `max_new_tokens` per turn. Per prompt, the
+    turns' results are joined (tokens, accepted lengths, times; `extra["turn_new_tokens"]` per turn)."""
+    results = decoder.generate([p.ids for p in batch], max_new_tokens, stop)
+    if not batch[0].turns:
+        return results
+    per_turn = [results]
+    history: list[list[dict[str, str]]] = [[{"role": "user", "content": p.turns[0]}] for p in batch]
+    for t in range(1, len(batch[0].turns)):
+        for h, p, g in zip(history, batch, per_turn[-1]):
+            h += [{"role": "assistant", "content": loaded.tokenizer.decode(g.tokens, skip_special_tokens=True)},
+                  {"role": "user", "content": p.turns[t]}]
+        per_turn.append(decoder.generate([loaded.encode(h, True) for h in history], max_new_tokens, stop))
+    return [
+        GenerationResult(
+            tokens=[x for g in turns for x in g.tokens],
+            accepted=[a for g in turns for a in g.accepted],
+            prompt_tokens=turns[0].prompt_tokens,
+            prefill_s=sum(g.prefill_s for g in turns),
+            decode_s=sum(g.decode_s for g in turns),
+            stop_reason=turns[-1].stop_reason,
+            extra={"turn_new_tokens": [len(g.tokens) for g in turns], "turns": [g.extra for g in turns]},
+        )
+        for turns in zip(*per_turn)
+    ]
 
 
 def run_bench(
@@ -73,7 +118,7 @@ def run_bench(
 
     for _ in range(warmup):
         for name in names:
-            built[name].generate([prompts[i].ids for i in batches[0]], max_new_tokens, stop)
+            generate_turns(built[name], loaded, [prompts[i] for i in batches[0]], max_new_tokens, stop)
 
     gens: dict[str, list[GenerationResult | None]] = {n: [None] * len(prompts) for n in names}
     seconds: dict[str, list[float]] = {n: [0.0] * repeats for n in names}
@@ -83,7 +128,7 @@ def run_bench(
             shift = (b + r) % len(names)
             for name in names[shift:] + names[:shift]:
                 t0 = time.perf_counter()
-                out = built[name].generate([prompts[i].ids for i in idx], max_new_tokens, stop)
+                out = generate_turns(built[name], loaded, [prompts[i] for i in idx], max_new_tokens, stop)
                 dt = time.perf_counter() - t0
                 seconds[name][r] += dt
                 cat_seconds[name][prompts[idx[0]].category][r] += dt
@@ -95,7 +140,7 @@ def run_bench(
         ref = build_decoder(REFERENCE, loaded.model, loaded.tokenizer)
         reference = [None] * len(prompts)
         for idx in batches:
-            for i, g in zip(idx, ref.generate([prompts[i].ids for i in idx], max_new_tokens, stop)):
+            for i, g in zip(idx, generate_turns(ref, loaded, [prompts[i] for i in idx], max_new_tokens, stop)):
                 reference[i] = g
 
     summary: dict[str, Any] = {}

@@ -111,3 +111,40 @@ def test_labels_let_one_method_run_with_several_settings(tiny_llama):
     row = summary["decoders"]["greedy-unpruned"]
     assert row["decoder"] == {"name": "greedy", "lossless": True, "params": {"prune_finished": False}}
     assert row["identical_to_greedy"] is True
+
+
+TWO_TURNS = [
+    {"id": "mt", "category": "writing", "prompt": "write a haiku", "turns": ["write a haiku", "now make it sadder"]},
+    {"id": "st", "category": "writing", "prompt": "write a limerick"},
+]
+
+
+def test_multi_turn_rows_are_decoded_turn_by_turn_with_their_own_answers(tiny_llama):
+    """Spec-Bench protocol: turn 2 is the chat of turn 1 with the decoder's own answer, then turn 2."""
+    from mtp_core.bench import generate_turns
+
+    prompts = encode_prompts(tiny_llama, TWO_TURNS)
+    assert prompts[0].turns == ("write a haiku", "now make it sadder") and prompts[1].turns == ()
+    assert make_batches(prompts, 8) == [[0], [1]]  # a batch never mixes numbers of turns
+    greedy = GreedyDecoder(tiny_llama.model, tiny_llama.tokenizer)
+    stop = tiny_llama.stop_criteria()
+    [got] = generate_turns(greedy, tiny_llama, prompts[:1], 6, stop)
+    [first] = greedy.generate([prompts[0].ids], 6, stop)
+    answer = tiny_llama.tokenizer.decode(first.tokens, skip_special_tokens=True)
+    chat = [{"role": "user", "content": "write a haiku"}, {"role": "assistant", "content": answer},
+            {"role": "user", "content": "now make it sadder"}]
+    [second] = greedy.generate([tiny_llama.encode(chat)], 6, stop)
+    assert got.tokens == first.tokens + second.tokens
+    assert got.accepted == first.accepted + second.accepted
+    assert got.extra["turn_new_tokens"] == [len(first.tokens), len(second.tokens)]
+
+    summary, gens = run_bench(tiny_llama, {"greedy": {}, "prompt-lookup": {"num_draft": 3}}, prompts, 6,
+                              warmup=0, repeats=1, threads=1)
+    assert gens["greedy"][0].tokens == got.tokens
+    assert summary["decoders"]["prompt-lookup"]["identical_to_greedy"] is True
+    assert summary["decoders"]["greedy"]["forward_passes"] == len(got.accepted) + len(gens["greedy"][1].accepted)
+
+
+def test_multi_turn_rows_without_chat_template_are_an_error(tiny_llama):
+    with pytest.raises(ValueError, match="'mt' has 2 turns"):
+        encode_prompts(tiny_llama, TWO_TURNS, chat=False)
