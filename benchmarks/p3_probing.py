@@ -14,7 +14,8 @@ speed vs greedy and identical_to_greedy, overall and per category; for probing a
     .venv/bin/python benchmarks/p3_probing.py --part hits
     .venv/bin/python benchmarks/p3_probing.py --part bench --decoders greedy,prompt-lookup,vocab_mean-bc30,...
 
-Preset names: `greedy`, `prompt-lookup[-adaptive]`, `<strategy>-bc<BC>[-m2][-adaptive]` with strategy in
+Preset names: `greedy`, `prompt-lookup[-adaptive]` (a chain of 3, the issue's baseline), `prompt-lookup-bc<BC>`
+(a chain of BC - 1, as the workflow's Table 1), `<strategy>-bc<BC>[-m2][-adaptive]` with strategy in
 prompt_mean, last_n, gaussian, vocab_mean, `lookahead-bc<BC>[-adaptive]` (N = 3/4/5 for BC 10/30/60, W = G =
 (BC - 1) // (2 (N - 1))) and `stand-bc<BC>[-adaptive]`; `-adaptive` turns on the shared wall-clock guard. Runs
 are kept under ~10 minutes each on the 2-core sandbox by choosing the presets and `--n-per-category`; every run
@@ -77,6 +78,8 @@ def preset(name: str) -> tuple[str, dict[str, Any]]:
     guard: dict[str, Any] = {"adaptive": True} if guarded else {}
     if base == "prompt-lookup":
         return "prompt-lookup", {"num_draft": 3, **guard}
+    if base.startswith("prompt-lookup-bc"):
+        return "prompt-lookup", {"num_draft": int(base.removeprefix("prompt-lookup-bc")) - 1, **guard}
     parts = base.split("-")
     if parts[0] in ("lookahead", "stand"):
         if len(parts) != 2 or not parts[1].startswith("bc"):

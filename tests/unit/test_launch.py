@@ -190,6 +190,7 @@ def test_debug_cluster_group_of_one(tmp_path, strategy):
     plain = launch(tmp_path / "plain" / "train.json", "toy", toy(), {"cluster": "debug", "threads": 1})
     res = launch(tmp_path / "one" / "train.json", "toy", toy(), {"cluster": "debug", "threads": 1, "strategy": strategy})
     assert res["attempts"][0]["strategy"] == strategy and res["attempts"][0]["backend"] == "gloo"
+    assert "attempts" not in res["result"] and "attempts" not in res["cost"]  # the record lists them once
     assert not torch.distributed.is_initialized() and "MASTER_PORT" not in os.environ
     w1, w2 = _weights(tmp_path / "plain"), _weights(tmp_path / "one")
     assert all(torch.allclose(w1[k], w2[k], rtol=0, atol=1e-6) for k in w1) and plain["steps"] == res["steps"]

@@ -1102,7 +1102,9 @@ def launch(output: str | os.PathLike, method: str, settings: dict, launcher: Lau
         out = {"method": m.name, "run_dir": str(paths.run_dir), "final_dir": main.get("final_dir"),
                "steps": main.get("steps"), "resumed_from": main.get("resumed_from"),
                "job_id": str(job.job_id), "cluster": info["cluster"], "settings_hash": settings_hash,
-               "attempts": main.get("attempts", []), "result": main, "cost": cost["jobs"][-1]}
+               "attempts": main.get("attempts", []),  # once: `result` and `cost` below leave them out
+               "result": {k: v for k, v in main.items() if k != "attempts"},
+               "cost": {k: v for k, v in cost["jobs"][-1].items() if k != "attempts"}}
         atomic_write_json(output, out)
     _say(f"job {job.job_id} done: {out['steps']} steps, {len(out['attempts'])} attempt(s); wrote {output}")
     return out
