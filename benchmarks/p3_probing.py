@@ -13,6 +13,8 @@ speed vs greedy and identical_to_greedy, overall and per category; for probing a
 
     .venv/bin/python benchmarks/p3_probing.py --part hits
     .venv/bin/python benchmarks/p3_probing.py --part bench --decoders greedy,prompt-lookup,vocab_mean-bc30,...
+    .venv/bin/python benchmarks/p3_probing.py --part bench --specbench-n 12 --categories roleplay,writing,qa \
+        --n-per-category 6 --warmup 0 --decoders greedy,prompt-lookup-bc30,lookahead-bc30,stand-bc30,vocab_mean-bc30
 
 Preset names: `greedy`, `prompt-lookup[-adaptive]` (a chain of 3, the issue's baseline), `prompt-lookup-bc<BC>`
 (a chain of BC - 1, as the workflow's Table 1), `<strategy>-bc<BC>[-m2][-adaptive]` with strategy in
@@ -113,7 +115,9 @@ def load(model_dir: Path) -> tuple[LoadedModel, str]:
     return load_model(spec, base_dir=d), f"TINY random model ({model_dir} absent)"
 
 
-def read_prompts(loaded: LoadedModel, path: Path, per_cat: int, offset: int) -> tuple[list[BenchPrompt], str]:
+def read_prompts(
+    loaded: LoadedModel, path: Path, per_cat: int, offset: int, categories: set[str] | None = None
+) -> tuple[list[BenchPrompt], str]:
     if not path.is_file():
         rows = [{"id": str(i), "category": c, "prompt": p} for i, (c, p) in enumerate([
             ("writing", "Write a short poem about a cat who likes rain."),
@@ -125,7 +129,8 @@ def read_prompts(loaded: LoadedModel, path: Path, per_cat: int, offset: int) -> 
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     by_cat: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        by_cat[r.get("category") or "all"].append(r)
+        if categories is None or r.get("category") in categories:
+            by_cat[r.get("category") or "all"].append(r)
     chosen = [r for rs in by_cat.values() for r in rs[offset : offset + per_cat]]
     return encode_prompts(loaded, chosen), str(path)
 
@@ -251,6 +256,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir", type=Path, default=REPO / "results/models/base/smollm2-135m")
     ap.add_argument("--prompts", type=Path, default=REPO / "results/prompts/specbench.jsonl")
+    ap.add_argument("--specbench-n", type=int, help="build the Spec-Bench-style set with N prompts per category "
+                    "(seeded as the workflow's; the first 4 are the embedded set's) instead of reading --prompts")
+    ap.add_argument("--categories", help="comma-separated categories to keep (default: all)")
     ap.add_argument("--n-per-category", type=int, default=2)
     ap.add_argument("--offset", type=int, default=0, help="first prompt of each category to use")
     ap.add_argument("--max-new-tokens", type=int, default=64)
@@ -266,7 +274,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     loaded, model_note = load(args.model_dir)
-    prompts, prompt_note = read_prompts(loaded, args.prompts, args.n_per_category, args.offset)
+    if args.specbench_n:
+        from mtp_core.data import prepare_prompt_set
+
+        args.prompts = Path(tempfile.mkdtemp()) / f"specbench{args.specbench_n}.jsonl"
+        prepare_prompt_set("specbench", {"source": "specbench", "n": args.specbench_n}, args.prompts,
+                           args.prompts.with_suffix(".report.json"), seed=0, on_bad_row="error",
+                           math_test=REPO / "results/data/math/test.jsonl")
+    categories = set(args.categories.split(",")) if args.categories else None
+    prompts, prompt_note = read_prompts(loaded, args.prompts, args.n_per_category, args.offset, categories)
     print(f"model: {model_note}; {len(prompts)} prompts from {prompt_note} "
           f"({', '.join(sorted({p.category for p in prompts}))}); {args.max_new_tokens} new tokens; "
           f"threads {torch.get_num_threads()}")
