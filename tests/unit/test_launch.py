@@ -240,6 +240,26 @@ def test_finished_job_whose_model_is_gone_is_not_reattached(tmp_path, capsys):
     assert all(torch.equal(weights[k], v) for k, v in _weights(out.parent).items())
 
 
+def test_changed_recipe_never_resumes_the_old_state(tmp_path, capsys):
+    """The run dir is stamped with the settings that shape the steps: knobs such as logging leave the stamp alone
+    (resume), a longer constant-schedule run continues the shorter one, and a changed recipe starts from step 0
+    with the old state moved to superseded/ (kept), ending with the weights of a fresh training."""
+    out, launcher = tmp_path / "run" / "train.json", {"cluster": "debug", "threads": 1}
+    launch(out, "toy", toy(), launcher)
+    assert launch(out, "toy", toy(train={"log_every": 3, "checkpoint_every": 4}), launcher)["resumed_from"] == 12
+    longer = launch(out, "toy", toy(train={"max_steps": 14}), launcher)
+    assert (longer["resumed_from"], longer["steps"]) == (12, 14)
+    assert "training starts from step 0" not in capsys.readouterr().err
+    fresh = launch(out, "toy", toy(train={"max_steps": 14, "lr": 0.01}), launcher)
+    assert fresh["resumed_from"] == 0 and "training starts from step 0" in capsys.readouterr().err
+    [old] = list((out.parent / "superseded").iterdir())
+    assert (old / "checkpoints").is_dir() and (old / "curves.csv").is_file() and not (old / "train.json").exists()
+    ref = tmp_path / "ref" / "train.json"
+    launch(ref, "toy", toy(train={"max_steps": 14, "lr": 0.01}), launcher)
+    w1, w2 = _weights(out.parent), _weights(ref.parent)
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+
+
 def _launch_in_thread(out, settings, launcher, box):
     try:
         box["result"] = launch(out, "toy", settings, launcher)

@@ -18,7 +18,12 @@ waits. Files next to the rule's output `<output>`:
 * `<output>.lock`: held while a launcher waits for this output (a second launcher waits for the first);
 * `<output>`: the result (JSON: final model dir, steps, job, attempts), written atomically, only on success.
 The run directory (`--run-dir`, default: the output's directory) holds the loop's files (`checkpoints/`,
-`curves.csv`, `model/`, `exports/`, `train_summary.json`) and `attempts.jsonl` (one line per attempt). Declare
+`curves.csv`, `model/`, `exports/`, `train_summary.json`), `attempts.jsonl` (one line per attempt) and
+`run_settings.json`, the stamp of the settings its state was trained with (`trajectory_hash`: method and settings
+without the keys that do not change the steps, such as threads, logging and checkpoint intervals, and without
+`max_steps` under a constant schedule, so a longer run continues a shorter one). A new submission whose stamp
+differs (a changed recipe) never resumes that state: the run directory's files move to
+`superseded/<time>-<old stamp>/` (kept, and said on stderr) and the training starts from step 0. Declare
 only `<output>` (and files the job writes atomically, such as `model/`) as rule outputs: Snakemake deletes
 declared outputs of failed or incomplete jobs, and the checkpoints must survive for the resume.
 
@@ -1043,6 +1048,41 @@ def _no_pdb() -> Iterator[None]:
         pdb.post_mortem = orig
 
 
+STAMP = "run_settings.json"
+# train keys that do not change the optimisation steps; resuming across a change of these is the same training
+UNSTAMPED_TRAIN_KEYS = ("threads", "progress", "log_every", "checkpoint_every", "keep_last", "save_steps", "resume",
+                        "fused")
+
+
+def trajectory_hash(method: str, entry: str, settings: dict) -> str:
+    """Hash of what decides the training's steps: method, entry and settings, without `UNSTAMPED_TRAIN_KEYS` and
+    (constant schedule) without `max_steps`, since the first N steps of a constant schedule do not depend on it."""
+    train = settings.get("train")
+    if isinstance(train, dict):
+        drop = set(UNSTAMPED_TRAIN_KEYS) | ({"max_steps"} if train.get("schedule", "constant") == "constant" else set())
+        settings = {**settings, "train": {k: v for k, v in train.items() if k not in drop}}
+    return stable_hash({"method": method, "entry": entry, "settings": settings})
+
+
+def _supersede_stale_state(paths: _Paths, stamp: str) -> None:
+    """Before a new submission: move state trained with other settings (or of unknown settings) out of the way,
+    so it is never resumed (module docstring), and stamp the run directory with `stamp`."""
+    run_dir = paths.run_dir
+    old = _read_json(run_dir / STAMP) or {}
+    if old.get("hash") != stamp:
+        launcher_files = paths.output.name if paths.output.parent == run_dir else None
+        stale = [p for p in run_dir.iterdir() if p.name not in (STAMP, "superseded")
+                 and not (launcher_files and p.name.startswith(launcher_files))]
+        if stale and (old or (run_dir / "checkpoints").is_dir()):
+            dest = run_dir / "superseded" / f"{time.strftime('%Y%m%dT%H%M%S')}-{old.get('hash', 'unstamped')}"
+            dest.mkdir(parents=True)
+            for p in stale:
+                p.rename(dest / p.name)
+            _say(f"{run_dir} held training state of other settings ({old.get('hash', 'no stamp')} != {stamp}): "
+                 f"moved {len(stale)} entries to {dest}; training starts from step 0")
+    atomic_write_json(run_dir / STAMP, {"hash": stamp, "written_at": time.time()})
+
+
 def launch(output: str | os.PathLike, method: str, settings: dict, launcher: LauncherConfig | dict | None = None,
            run_dir: str | os.PathLike | None = None, *, reattach: bool = True) -> dict:
     """Submit (or re-attach to) the training of `settings` with `method`, wait, and write `output` on success.
@@ -1073,6 +1113,7 @@ def launch(output: str | os.PathLike, method: str, settings: dict, launcher: Lau
         info = _read_json(paths.job_json) if reattach else None
         job = _try_reattach(info, cfg, settings_hash) if info and info.get("job_id") else None
         if job is None:
+            _supersede_stale_state(paths, trajectory_hash(method, m.entry, settings))
             trainer = Trainer(m.name, m.entry, settings, str(paths.run_dir), cfg.as_dict())
             record = {"output": str(output), "method": m.name, "run_dir": str(paths.run_dir),
                       "settings_hash": settings_hash, "launcher": cfg.as_dict()}
