@@ -1059,7 +1059,10 @@ def trajectory_hash(method: str, entry: str, settings: dict) -> str:
     (constant schedule) without `max_steps`, since the first N steps of a constant schedule do not depend on it."""
     train = settings.get("train")
     if isinstance(train, dict):
-        drop = set(UNSTAMPED_TRAIN_KEYS) | ({"max_steps"} if train.get("schedule", "constant") == "constant" else set())
+        from .config import TrainConfig
+
+        constant = TrainConfig.from_dict(train).schedule == "constant"  # the schedule as the loop will run it
+        drop = set(UNSTAMPED_TRAIN_KEYS) | ({"max_steps"} if constant else set())
         settings = {**settings, "train": {k: v for k, v in train.items() if k not in drop}}
     return stable_hash({"method": method, "entry": entry, "settings": settings})
 
