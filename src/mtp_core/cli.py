@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import model_plan
 from .config import ConfigError, load_config, model_spec
 
 
@@ -53,8 +54,9 @@ def load_named_model(config: dict, name: str, results: Path, checkpoint: str | N
 
     spec = model_spec(config, name)
     base_dir = None
-    if checkpoint is None and spec["source"] in ("gguf", "tiny"):
-        base_dir = results / "models" / "base" / name
+    prepared = model_plan.model_dir(config, name, str(results))
+    if checkpoint is None and prepared is not None:
+        base_dir = Path(prepared)
         if not (base_dir / "config.json").is_file():
             raise SystemExit(f"model {name!r} is not prepared yet: run `snakemake -c1 {base_dir}`")
     return load_model(spec, base_dir=base_dir, checkpoint=checkpoint)

@@ -85,6 +85,9 @@ def check_references(config: dict) -> None:
                     f"{section}.decoders.{label}: unknown decoder {name!r} "
                     f"(registered: {', '.join(sorted(DECODERS))})"
                 )
+    from .model_plan import check as check_models  # fine-tuned models: base, dataset, training settings
+
+    check_models(config)
     from .p1_plan import check as check_p1  # paper 1's runs, tables and figures (a no-op when disabled)
 
     check_p1(config)

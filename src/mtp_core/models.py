@@ -217,7 +217,7 @@ def load_model(
 ) -> LoadedModel:
     """Load a declared model.
 
-    `base_dir` is the prepared checkpoint of a gguf/tiny model (`results/models/base/<name>`); `checkpoint`
+    `base_dir` is the prepared checkpoint of a gguf/tiny/finetuned model (`mtp_core.model_plan.model_dir`); `checkpoint`
     overrides the location entirely (a trained student saved in HF format).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -101,13 +101,14 @@ def run_settings(config: dict, run: str) -> dict:
     """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`p1_check`): the
     model spec, its prepared checkpoint dir (gguf/tiny) or None, the train rows, `train`, `p1` (the method)."""
     from .config import model_spec
+    from .model_plan import model_dir
 
     plan = run_plan(config, run)
     spec = model_spec(config, plan.model)
     ds = config["datasets"][plan.dataset]
     return {
         "model": spec,
-        "base_dir": f"{RESULTS}/models/base/{plan.model}" if spec["source"] in ("gguf", "tiny") else None,
+        "base_dir": model_dir(config, plan.model),
         "data": train_data_path(plan.dataset),
         "train": plan.train,
         "p1": plan.method,

@@ -387,8 +387,11 @@ def test_settings_are_checked_before_anything_is_submitted(tmp_path, capsys):
 def test_slurm_executor_parameters(tmp_path, monkeypatch):
     """The sbatch script the launcher's settings produce (no Slurm needed to build it); partition and account
     fall back to the slurm/ profile's environment variables."""
+    from submitit.slurm.slurm import SlurmExecutor
+
     from mtp_core.train.launch import _executor, _Paths
 
+    monkeypatch.setattr(SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # submitit wants `srun` on PATH
     monkeypatch.setenv("MTP_SLURM_PARTITION", "cpu-part")
     monkeypatch.setenv("MTP_SLURM_GPU_PARTITION", "gpu-part")
     monkeypatch.setenv("MTP_SLURM_ACCOUNT", "site-acct")

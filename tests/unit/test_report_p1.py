@@ -232,8 +232,9 @@ def test_plan_runs_merge_shared_settings(tiny_config):
     assert gt.method["loss"]["objective"] == "gt" and gt.method["loss"]["prefix_weight"] == 0.0
     assert gt.title == "GT Suprv." and main.title == "main"
     s = p1_plan.run_settings(tiny_config, "main")
-    assert s["base_dir"] == "results/models/base/tiny-qwen3" and s["data"] == "results/data/math/train.jsonl"
-    assert s["p1"] == main.method and s["model"]["name"] == "tiny-qwen3"
+    assert s["base_dir"] == "results/models/finetuned/tiny-qwen3-math/model"
+    assert s["data"] == "results/data/math/train.jsonl"
+    assert s["p1"] == main.method and s["model"]["name"] == "tiny-qwen3-math"
 
 
 def test_plan_sweep_labels_and_jobs(tiny_config):
@@ -243,7 +244,7 @@ def test_plan_sweep_labels_and_jobs(tiny_config):
     assert list(p1_plan.sweep(tiny_config, checkpoint=True)) == ["static-k1", "static-k3", "conf-adapt-tau0.9"]
     jobs = p1_plan.table_jobs(tiny_config, "table4")
     assert [(j.label, j.kind) for j in jobs] == [
-        ("tiny-qwen3@step0", "baseline"), ("main", "final"), ("gt_supervision", "final"), ("bda", "final")]
+        ("tiny-qwen3-math@step0", "baseline"), ("main", "final"), ("gt_supervision", "final"), ("bda", "final")]
     dyn = p1_plan.figure_jobs(tiny_config, "fig7")
     assert [(j.label, j.kind, j.run) for j in dyn] == [("main", "final", "main"), ("main@step0", "checkpoint", "main")]
     assert p1_plan.job_results(tiny_config, dyn[1])[0] == "results/decode/p1/main@step0/synthetic_math_cot/static-k1.json"

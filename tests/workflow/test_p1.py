@@ -51,7 +51,7 @@ def test_tables_hold_the_sweep_rows(tiny_run, table):
 def test_results_carry_paper_run_and_decoder(tiny_run):
     base = tiny_run / "results/decode/p1"
     r = json.loads((base / f"main/{TASK}/static-k3.json").read_text())
-    assert (r["paper"], r["run"], r["model"], r["task"]) == ("p1", "main", "tiny-qwen3", TASK)
+    assert (r["paper"], r["run"], r["model"], r["task"]) == ("p1", "main", "tiny-qwen3-math", TASK)
     assert r["decoder"]["name"] == "static-k" and r["decoder"]["params"]["k"] == 3
     c = json.loads((base / f"main/{TASK}/conf-adapt-tau0.5.json").read_text())
     assert c["decoder"]["params"]["tau"] == 0.5 and c["decoder"]["params"]["k_max"] == 4
@@ -60,9 +60,9 @@ def test_results_carry_paper_run_and_decoder(tiny_run):
     assert sorted(p.name for p in (base / f"main@step0/{TASK}").glob("*.json")) == [
         "conf-adapt-tau0.9.json", "static-k1.json", "static-k3.json"]
     # the baseline reuses the foundation's greedy evaluation of the same model with the same settings
-    b = json.loads((base / f"tiny-qwen3@step0/{TASK}/greedy.json").read_text())
-    assert b["paper"] == "p1" and b["run"] == "tiny-qwen3@step0" and b["reused_from"].endswith("greedy.json")
-    assert (base / f"tiny-qwen3@step0/{TASK}/greedy.samples.jsonl").stat().st_size > 0
+    b = json.loads((base / f"tiny-qwen3-math@step0/{TASK}/greedy.json").read_text())
+    assert b["paper"] == "p1" and b["run"] == "tiny-qwen3-math@step0" and b["reused_from"].endswith("greedy.json")
+    assert (base / f"tiny-qwen3-math@step0/{TASK}/greedy.samples.jsonl").stat().st_size > 0
 
 
 def test_training_outputs(tiny_run):

@@ -38,7 +38,7 @@ def test_tiny_results_are_complete_and_lossless(tiny_run):
         assert hf["decode_stats"]["identical_to_greedy"] is True, prompt_set
         samples = (base / f"tiny-llama/prompts-{prompt_set}/greedy.samples.jsonl").read_text().splitlines()
         assert len(samples) == res["n"] > 0
-    ev = json.loads((base / "tiny-qwen3/synthetic_math_cot/greedy.json").read_text())
+    ev = json.loads((base / "tiny-qwen3-math/synthetic_math_cot/greedy.json").read_text())
     assert ev["kind"] == "eval" and ev["n"] == 4
     assert "exact_match,flexible-extract" in ev["metrics"]
     assert ev["decode_stats"]["tokens_per_forward"]["mean"] == 1.0

@@ -5,6 +5,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from mtp_core import model_plan
 from mtp_core.config import ConfigError, check_references, config_hash, model_spec
 from mtp_core.evaluate.tasks import task_dataset
 
@@ -20,7 +21,6 @@ PYTHON = sys.executable  # the interpreter running Snakemake (the project's venv
 CONFIG_HASH = config_hash(config)
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
-PREPARED_SOURCES = ("gguf", "tiny")
 
 
 def shell_json(obj):
@@ -39,14 +39,13 @@ def wildcard_choice(names):
 
 
 def prepared_models():
-    return [n for n, m in config["models"].items() if m["source"] in PREPARED_SOURCES]
+    """Models `prepare_model` materialises (gguf, tiny)."""
+    return model_plan.materialised_models(config)
 
 
 def model_dir(name):
-    """Prepared HF checkpoint of a gguf/tiny model, or None for hub/local models (loaded where they are)."""
-    if config["models"][name]["source"] in PREPARED_SOURCES:
-        return f"{RESULTS}/models/base/{name}"
-    return None
+    """Checkpoint dir of a gguf/tiny/finetuned model, or None for hub/local models (loaded where they are)."""
+    return model_plan.model_dir(config, name, RESULTS)
 
 
 def model_input(name):
@@ -207,10 +206,11 @@ def p1_train_inputs(wildcards):
 
 
 def p1_chat_datasets():
-    """Conversation datasets (kind sharegpt) some run trains on; their first turns become train.jsonl."""
-    if not P1:
-        return []
-    names = {p1plan.run_plan(config, r).dataset for r in p1_runs()}
+    """Conversation datasets (kind sharegpt) some paper-1 run or fine-tuned model trains on; their first turns
+    become train.jsonl."""
+    names = {config["models"][m]["dataset"] for m in model_plan.finetuned_models(config)}
+    if P1:
+        names |= {p1plan.run_plan(config, r).dataset for r in p1_runs()}
     return [n for n in datasets_of_kind("sharegpt") if n in names]
 
 
@@ -372,3 +372,8 @@ def p3_all_targets():
         return []
     return [f for name in p3plan.targets_in_all(config) for f in p3plan.target_files(name)]
 
+
+
+def finetune_inputs(wildcards):
+    spec = config["models"][wildcards.model]
+    return {"model": model_input(spec["base"]), "data": p1plan.train_data_path(spec["dataset"])}

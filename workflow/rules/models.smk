@@ -16,3 +16,29 @@ rule prepare_model:
     threads: 1
     script:
         "../scripts/prepare_model.py"
+
+
+# Fine-tuned models (`source: finetuned`, mtp_core.model_plan): the base model trained on a dataset's train split
+# through the submitit launcher (method sft), like paper 1's trainings: a local rule that submits and waits;
+# checkpoints/ and train.json.job.json must survive a killed rule, so only the record and the model are outputs.
+rule finetune_model:
+    input:
+        unpack(finetune_inputs),
+    output:
+        record=model_plan.finetune_record("{model}"),
+        model=directory(f"{RESULTS}/models/finetuned/{{model}}/model"),
+    params:
+        settings=lambda wc: shell_json(model_plan.finetune_settings(config, wc.model)),
+        run_dir=lambda wc: model_plan.finetune_run_dir(wc.model),
+        python=PYTHON,
+    wildcard_constraints:
+        model=wildcard_choice(model_plan.finetuned_models(config)),
+    log:
+        f"{LOGS}/finetune_model/{{model}}.log",
+    localrule: True
+    resources:
+        submitit_jobs=1,
+        launcher=lambda wc: shell_json(model_plan.launcher_settings(config, wc.model)),
+    shell:
+        "{params.python} -m mtp_core.train.launch --method sft --output {output.record} --run-dir {params.run_dir}"
+        " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"

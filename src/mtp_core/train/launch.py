@@ -268,32 +268,40 @@ def _known_keys(settings: dict, allowed: Sequence[str], what: str) -> None:
 
 
 P1_KEYS = ("model", "base_dir", "data", "train", "p1", "mask_seed", "on_bad_row")
+SFT_KEYS = ("model", "base_dir", "data", "train", "sft", "on_bad_row")
 
 
-def p1_check(settings: dict) -> dict:
-    """Paper 1 run settings: `model` (a model spec as in `models:`, with `name`), `base_dir` (its prepared
-    checkpoint, for gguf/tiny sources), `data` (train JSONL with query/response), `train` (TrainConfig keys),
-    `p1` (P1Config keys), `mask_seed`, `on_bad_row`."""
+def _check_model_data_train(settings: dict, allowed: Sequence[str], what: str) -> dict:
+    """The settings every fine-tuning of a declared model has: `model` (a model spec as in `models:`, with
+    `name`), `base_dir` (its prepared checkpoint, for gguf/tiny/finetuned sources), `data` (train JSONL with
+    query/response), `train` (TrainConfig keys), `on_bad_row`. Paths come back absolute."""
     from .config import TrainConfig
-    from .p1 import P1Config
 
-    _known_keys(settings, P1_KEYS, "p1 settings")
+    _known_keys(settings, allowed, what)
     for key in ("model", "data", "train"):
         if key not in settings:
-            raise ValueError(f"p1 settings: {key!r} is required")
+            raise ValueError(f"{what}: {key!r} is required")
     if not isinstance(settings["model"], dict) or "source" not in settings["model"]:
-        raise ValueError("p1 settings.model: a model spec with `source` (as declared under `models:`)")
+        raise ValueError(f"{what}.model: a model spec with `source` (as declared under `models:`)")
     TrainConfig.from_dict(settings["train"])
-    P1Config.from_dict(settings.get("p1"))
     out = dict(settings)
     out["data"] = _abs(settings["data"])
     if not Path(out["data"]).is_file():
-        raise ValueError(f"p1 settings.data: {settings['data']} does not exist")
+        raise ValueError(f"{what}.data: {settings['data']} does not exist")
     out["base_dir"] = _abs(settings.get("base_dir"))
     if out["base_dir"] is not None and not Path(out["base_dir"]).is_dir():
-        raise ValueError(f"p1 settings.base_dir: {settings['base_dir']} is not a directory")
+        raise ValueError(f"{what}.base_dir: {settings['base_dir']} is not a directory")
     if settings["model"]["source"] == "local":
         out["model"] = {**settings["model"], "path": _abs(settings["model"]["path"])}
+    return out
+
+
+def p1_check(settings: dict) -> dict:
+    """Paper 1 run settings: those of `_check_model_data_train`, `p1` (P1Config keys) and `mask_seed`."""
+    from .p1 import P1Config
+
+    out = _check_model_data_train(settings, P1_KEYS, "p1 settings")
+    P1Config.from_dict(settings.get("p1"))
     return out
 
 
@@ -314,6 +322,35 @@ def p1_from_config(config: dict, run: str) -> tuple[dict, dict]:
     from .. import p1_plan
 
     return p1_plan.run_settings(config, run), p1_plan.launcher_settings(config, run)
+
+
+def sft_check(settings: dict) -> dict:
+    """Fine-tuning settings (`source: finetuned` models): those of `_check_model_data_train` and `sft`
+    (SFTConfig keys)."""
+    from .sft import SFTConfig
+
+    out = _check_model_data_train(settings, SFT_KEYS, "sft settings")
+    SFTConfig.from_dict(settings.get("sft"))
+    return out
+
+
+def sft_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
+    """Load the base model and rows, then `train_sft` (resumes from `run_dir/checkpoints`)."""
+    from ..models import load_model
+    from .p1 import read_rows
+    from .sft import train_sft
+
+    loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
+    rows = read_rows(settings["data"], settings.get("on_bad_row", "error"))
+    return train_sft(loaded, rows, settings.get("sft") or {}, settings["train"], run_dir, device=device, dist=dist,
+                     callbacks=callbacks)
+
+
+def sft_from_config(config: dict, name: str) -> tuple[dict, dict]:
+    """Settings and launcher settings of fine-tuned model `name` (`mtp_core.model_plan`)."""
+    from .. import model_plan
+
+    return model_plan.finetune_settings(config, name), model_plan.launcher_settings(config, name)
 
 
 # -------------------------------------------------------------------------- toy method (smoke tests)
@@ -407,6 +444,8 @@ def toy_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callback
 
 register_method("p1", "mtp_core.train.launch:p1_entry", "mtp_core.train.launch:p1_check",
                 "mtp_core.train.launch:p1_from_config")
+register_method("sft", "mtp_core.train.launch:sft_entry", "mtp_core.train.launch:sft_check",
+                "mtp_core.train.launch:sft_from_config")
 register_method("toy", "mtp_core.train.launch:toy_entry", "mtp_core.train.launch:toy_check")
 
 

@@ -1,0 +1,109 @@
+"""Declared models: where each one's weights live, and how a `finetuned` model is trained.
+
+* `gguf` and `tiny` models are materialised once by `prepare_model` at `results/models/base/<name>/`;
+* `finetuned` models (`base` + `dataset` + `train` [+ `sft`]; `mtp_core.train.sft`) are trained by the
+  launcher (method `sft`) in `results/models/finetuned/<name>/`, the final model in its `model/`;
+* `hub` and `local` models are loaded where they are (no directory here).
+
+One place for these paths, used by the workflow (`model_dir` in common.smk), the paper plans and the CLI.
+"""
+
+from __future__ import annotations
+
+from .config import ConfigError, deep_merge, model_spec
+
+RESULTS = "results"
+MATERIALISED_SOURCES = ("gguf", "tiny")
+FINETUNED = "finetuned"
+
+
+def model_dir(config: dict, name: str, results: str = RESULTS) -> str | None:
+    """The checkpoint directory of model `name` under `results`, or None for hub/local models."""
+    source = config["models"][name]["source"]
+    if source in MATERIALISED_SOURCES:
+        return f"{results}/models/base/{name}"
+    if source == FINETUNED:
+        return f"{finetune_run_dir(name, results)}/model"
+    return None
+
+
+def materialised_models(config: dict) -> list[str]:
+    return [n for n, m in config["models"].items() if m["source"] in MATERIALISED_SOURCES]
+
+
+def finetuned_models(config: dict) -> list[str]:
+    return [n for n, m in config["models"].items() if m["source"] == FINETUNED]
+
+
+def finetune_run_dir(name: str, results: str = RESULTS) -> str:
+    return f"{results}/models/{FINETUNED}/{name}"
+
+
+def finetune_record(name: str) -> str:
+    """The launcher's record of the finished fine-tune (written on success only)."""
+    return f"{finetune_run_dir(name)}/train.json"
+
+
+def finetune_settings(config: dict, name: str) -> dict:
+    """Settings of `mtp_core.train.launch --method sft` for fine-tuned model `name`: the base model's spec and
+    checkpoint directory, the dataset's train rows, `train` (threads default to the config's) and `sft`."""
+    from .p1_plan import train_data_path
+
+    spec = config["models"][name]
+    base = spec["base"]
+    ds = config["datasets"][spec["dataset"]]
+    return {
+        "model": model_spec(config, base),
+        "base_dir": model_dir(config, base),
+        "data": train_data_path(spec["dataset"]),
+        "train": {"threads": config.get("threads"), **spec["train"]},
+        "sft": dict(spec.get("sft") or {}),
+        "on_bad_row": ds.get("on_bad_row", config.get("on_bad_row", "error")),
+    }
+
+
+def launcher_settings(config: dict, name: str) -> dict:
+    """The top-level `launcher`, then the model's own `launcher`, merged key by key."""
+    return deep_merge(config.get("launcher") or {}, config["models"][name].get("launcher"))
+
+
+def check(config: dict) -> None:
+    """Fine-tuned models: `base` is another declared model (no cycles), `dataset` a declared math or conversation
+    dataset, `chat_template` says how it was trained (the base's flag under sft.template auto), `train` / `sft`
+    / `launcher` build their configs. Raises ConfigError naming the key."""
+    from .p1_plan import TRAIN_DATA_KINDS
+    from .train.config import TrainConfig
+    from .train.launch import LauncherConfig
+    from .train.sft import SFTConfig
+
+    models, datasets = config["models"], config["datasets"]
+    for name in finetuned_models(config):
+        where, spec = f"models.{name}", models[name]
+        seen, cur = [name], spec["base"]
+        while True:
+            if cur not in models:
+                raise ConfigError(f"{where}.base: model {cur!r} is not declared (declared: {', '.join(sorted(models))})")
+            if cur in seen:
+                raise ConfigError(f"{where}.base: a cycle of fine-tuned models ({' -> '.join(seen + [cur])})")
+            if models[cur]["source"] != FINETUNED:
+                break
+            seen.append(cur)
+            cur = models[cur]["base"]
+        ds = spec["dataset"]
+        if ds not in datasets:
+            raise ConfigError(f"{where}.dataset: dataset {ds!r} is not declared (declared: {', '.join(sorted(datasets))})")
+        if datasets[ds]["kind"] not in TRAIN_DATA_KINDS:
+            raise ConfigError(f"{where}.dataset: {ds!r} is of kind {datasets[ds]['kind']!r}; fine-tuning reads "
+                              f"(query, response) rows of {', '.join(TRAIN_DATA_KINDS)}")
+        template = (spec.get("sft") or {}).get("template", "auto")
+        trained_chat = template == "chat" or (template == "auto" and bool(models[spec["base"]].get("chat_template", True)))
+        if bool(spec.get("chat_template", True)) != trained_chat:
+            raise ConfigError(f"{where}.chat_template: {spec.get('chat_template', True)} but it is fine-tuned "
+                              f"{'with' if trained_chat else 'without'} the chat template (sft.template {template!r}, "
+                              f"base {spec['base']!r}): set chat_template: {str(trained_chat).lower()}")
+        for key, build in (("train", TrainConfig.from_dict), ("sft", SFTConfig.from_dict),
+                           ("launcher", lambda _: LauncherConfig.from_dict(launcher_settings(config, name)))):
+            try:
+                build(spec.get(key))
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"{where}.{key}: {e}") from None

@@ -1,0 +1,190 @@
+"""Supervised fine-tuning (plain next-token loss on the response) of a declared model: a `finetuned` model source.
+
+Why (paper 1, §5.1 and App. A.1): the paper's students start from models that already answer the training
+domain well (L3.1-8B-Magpie, itself Llama-3.1-8B fine-tuned on Magpie conversations, and Qwen3-4B-Instruct);
+the self-distillation objective only teaches them to predict several of their own tokens at once, and the
+teacher is the frozen starting model. SmolLM2-135M-Instruct solves 0 of 16 synthetic math problems and its
+next-token confidence is >= 0.9 on only ~36 % of its own greedy tokens, so at embedded scale a short
+fine-tune on the math train split stands in for that post-training. Declared as a model:
+
+```yaml
+models:
+  smollm2-135m-math: {source: finetuned, base: smollm2-135m, dataset: math, train: {max_steps: 100, ...}}
+```
+
+and trained by the launcher (method `sft`, the generic loop: resume, checkpoints, exports).
+
+Data: the same rendering as paper 1 (`p1.render_example`: chat template or `bos + query + "\\n\\n" +
+response`), truncated to `max_tokens`, one example per row, padded per micro-batch to its longest row. The loss
+is the mean cross-entropy over the response tokens (`loss_on="response"`: the tokens after the rendered
+prompt, the template's end-of-turn marker included, so the model learns to stop) or over every token
+(`"all"`). Logits are computed only from the first supervised position of the micro-batch on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..losses import token_cross_entropy
+from .checkpoint import export_hf
+from .config import TrainConfig
+from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, train
+from .p1 import TEMPLATES, render_example, resolve_template
+
+log = logging.getLogger(__name__)
+LOSS_ON = ("response", "all")
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """`max_tokens` per row (longer rows are truncated, and counted in the log); `template` auto | chat |
+    plain (auto: the model's `chat_template` flag); `loss_on` response | all; `shuffle`, `seed` of the row
+    order."""
+
+    max_tokens: int = 512
+    template: str = "auto"
+    loss_on: str = "response"
+    shuffle: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.template not in TEMPLATES:
+            raise ValueError(f"sft.template: {self.template!r} is not one of {', '.join(TEMPLATES)}")
+        if self.loss_on not in LOSS_ON:
+            raise ValueError(f"sft.loss_on: {self.loss_on!r} is not one of {', '.join(LOSS_ON)}")
+        if self.max_tokens < 2:
+            raise ValueError(f"sft.max_tokens must be >= 2, got {self.max_tokens}")
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> SFTConfig:
+        d = dict(d or {})
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"sft: unknown key(s) {', '.join(unknown)} (known: {', '.join(f.name for f in fields(cls))})")
+        return cls(**d)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def render_prompt(row: dict, tokenizer: Any, template: str) -> str:
+    """The part of `render_example(row)` that precedes the response."""
+    if template == "chat":
+        return tokenizer.apply_chat_template([{"role": "user", "content": row["query"]}], tokenize=False,
+                                             add_generation_prompt=True)
+    return (tokenizer.bos_token or "") + row["query"] + "\n\n"
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):  # a loop over one row's prompt, once per row at load time
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def encode_rows(rows: Sequence[dict], tokenizer: Any, cfg: SFTConfig, template: str) -> list[tuple[list[int], int]]:
+    """Rows -> (token ids truncated to `max_tokens`, index of the first supervised token).
+
+    The first response token is where the tokenised example stops agreeing with the tokenised prompt (equal to
+    the prompt's length unless a merge crosses the boundary)."""
+    if not rows:
+        raise ValueError("no training rows")
+    full = tokenizer([render_example(r, tokenizer, template) for r in rows], add_special_tokens=False).input_ids
+    if cfg.loss_on == "all":
+        return [(ids[: cfg.max_tokens], 1) for ids in full]
+    prompts = tokenizer([render_prompt(r, tokenizer, template) for r in rows], add_special_tokens=False).input_ids
+    out = []
+    for ids, p in zip(full, prompts):
+        out.append((ids[: cfg.max_tokens], max(1, _common_prefix(ids, p))))
+    return out
+
+
+class SFTBatches:
+    """`BatchSource`: the rows at stream positions `spec.start ..` of `ShuffledOrder`, right-padded to the longest;
+    `labels` = the token ids where supervised, -100 elsewhere (prompt, padding)."""
+
+    def __init__(self, examples: Sequence[tuple[list[int], int]], pad_id: int, cfg: SFTConfig):
+        self.examples, self.pad_id = list(examples), int(pad_id)
+        self.order = ShuffledOrder(len(self.examples), seed=cfg.seed, shuffle=cfg.shuffle)
+
+    def micro_batch(self, spec: MicroBatchSpec) -> dict[str, torch.Tensor]:
+        rows = [self.examples[i] for i in self.order.indices(spec.start, spec.size)]
+        width = max(len(ids) for ids, _ in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, (ids, start) in enumerate(rows):  # a loop over rows, not tokens
+            t = torch.as_tensor(ids, dtype=torch.long)
+            input_ids[r, : len(ids)] = t
+            attention[r, : len(ids)] = 1
+            labels[r, start : len(ids)] = t[start:]
+        return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+
+
+def sft_loss(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """Mean next-token CE over the supervised tokens, and their count. Logits only from the first position
+    whose next token is supervised (`logits_to_keep` as an index range)."""
+    targets = batch["labels"][:, 1:]
+    supervised = targets != IGNORE
+    n = int(supervised.sum())
+    if n == 0:
+        raise ValueError("a micro-batch without supervised tokens (every response truncated away?)")
+    first = int(supervised.any(0).nonzero()[0])
+    keep = torch.arange(first, targets.shape[1], device=targets.device)
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
+                   logits_to_keep=keep).logits
+    ce = token_cross_entropy(logits, targets[:, first:].clamp(min=0))
+    return ce[supervised[:, first:]].mean(), n
+
+
+class SFTStep:
+    """Step function of the generic loop (`loop.train`)."""
+
+    metric_names = ("sft_tokens",)
+
+    def __init__(self, tokenizer: Any = None):
+        self.tokenizer = tokenizer
+
+    def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], ctx: StepContext) -> StepOutput:
+        loss, n = sft_loss(model, batch)
+        return StepOutput(loss=loss, weight=float(n), metrics={"sft_tokens": (float(n), 1.0)},
+                          tokens=batch["input_ids"].numel())
+
+    def export(self, model: torch.nn.Module, path: str | os.PathLike) -> Path:
+        return export_hf(model, path, self.tokenizer)
+
+
+def train_sft(
+    loaded: Any,
+    rows: Sequence[dict],
+    sft_cfg: SFTConfig | dict,
+    train_cfg: TrainConfig | dict,
+    out_dir: str | os.PathLike,
+    *,
+    device: str | torch.device | None = None,
+    dist: Any = None,
+    callbacks: Sequence[Any] = (),
+) -> TrainResult:
+    """Fine-tune `loaded.model` on (query, response) rows; the final model is exported to `out_dir/model`."""
+    cfg = sft_cfg if isinstance(sft_cfg, SFTConfig) else SFTConfig.from_dict(sft_cfg)
+    tc = train_cfg if isinstance(train_cfg, TrainConfig) else TrainConfig.from_dict(train_cfg)
+    tok = loaded.tokenizer
+    template = resolve_template(cfg.template, loaded.chat_template)
+    examples = encode_rows(rows, tok, cfg, template)
+    cut = sum(len(ids) == cfg.max_tokens for ids, _ in examples)
+    log.info("SFT data: %d rows, template %s, loss on %s, %d row(s) reach max_tokens %d", len(examples), template,
+             cfg.loss_on, cut, cfg.max_tokens)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
+    dev = torch.device(device) if device is not None else (torch.device("cuda") if torch.cuda.is_available()
+                                                            else torch.device("cpu"))
+    return train(SFTStep(tok), loaded.model, SFTBatches(examples, pad_id, cfg), tc, out_dir, dist=dist, device=dev,
+                 callbacks=callbacks)

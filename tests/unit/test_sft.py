@@ -1,0 +1,137 @@
+"""Fine-tuned models (`source: finetuned`): response-only SFT data and loss, the method through the launcher,
+and the config checks of `mtp_core.model_plan`."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mtp_core import model_plan
+from mtp_core.config import ConfigError, load_config
+from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.train import MicroBatchSpec, TrainConfig, train
+from mtp_core.train.launch import launch
+from mtp_core.train.p1 import render_example
+from mtp_core.train.sft import IGNORE, SFTBatches, SFTConfig, SFTStep, encode_rows, render_prompt, sft_loss
+
+from ..conftest import REPO, tiny_spec
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROWS = [{"query": f"What is {a} + {b}?", "response": f"{a} + {b} = {a + b}.\nThe answer is: {a + b}"}
+        for a, b in [(1, 2), (13, 4), (5, 26), (7, 8), (30, 1), (2, 2)]]
+
+
+@pytest.mark.parametrize("template", ["chat", "plain"])
+def test_labels_are_the_response_tokens(template):
+    tok = tiny_tokenizer()
+    examples = encode_rows(ROWS, tok, SFTConfig(), template)
+    for row, (ids, start) in zip(ROWS, examples):
+        assert ids == tok(render_example(row, tok, template), add_special_tokens=False).input_ids
+        prompt = tok(render_prompt(row, tok, template), add_special_tokens=False).input_ids
+        assert ids[:start] == prompt[:start] and start <= len(prompt)
+        assert tok.decode(ids[start:]).startswith(row["response"][:3])
+    batch = SFTBatches(examples, tok.pad_token_id, SFTConfig(shuffle=False)).micro_batch(MicroBatchSpec(0, 0, 0, 3))
+    for r, (ids, start) in enumerate(examples[:3]):
+        labels = batch["labels"][r]
+        assert (labels[:start] == IGNORE).all() and labels[start:len(ids)].tolist() == ids[start:]
+        assert (labels[len(ids):] == IGNORE).all() and batch["attention_mask"][r].sum() == len(ids)
+    every = encode_rows(ROWS, tok, SFTConfig(loss_on="all", max_tokens=10), template)
+    assert all(start == 1 and len(ids) <= 10 for ids, start in every)
+
+
+def test_loss_equals_hand_computed_cross_entropy():
+    """Mean CE of the full forward's logits at the supervised positions (the loss keeps fewer logits)."""
+    torch.manual_seed(0)
+    model, tok = tiny_model(tiny_spec("llama")), tiny_tokenizer()
+    batch = SFTBatches(encode_rows(ROWS, tok, SFTConfig(), "chat"), tok.pad_token_id, SFTConfig()).micro_batch(
+        MicroBatchSpec(0, 0, 0, 4))
+    loss, n = sft_loss(model, batch)
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    targets = batch["labels"][:, 1:]
+    keep = targets != IGNORE
+    expected = F.cross_entropy(logits[keep].float(), targets[keep])
+    assert n == int(keep.sum()) and torch.allclose(loss, expected, atol=1e-5)
+
+
+def test_training_lowers_the_response_loss_and_resumes_exactly(tmp_path):
+    tok = tiny_tokenizer()
+    batches = SFTBatches(encode_rows(ROWS, tok, SFTConfig(), "chat"), tok.pad_token_id, SFTConfig(seed=3))
+    cfg = {"max_steps": 6, "global_batch_size": 4, "micro_batch_size": 2, "lr": 3e-3, "warmup_steps": 1,
+           "checkpoint_every": 1, "progress": False}
+    model = tiny_model(tiny_spec("llama"))
+    probe = batches.micro_batch(MicroBatchSpec(0, 0, 0, 6))
+    with torch.no_grad():
+        before = sft_loss(model, probe)[0].item()
+    ref = train(SFTStep(tok), model, batches, TrainConfig.from_dict(cfg), tmp_path / "ref")
+    with torch.no_grad():
+        after = sft_loss(model, probe)[0].item()
+    assert ref.steps == 6 and after < before - 0.5
+    # stopped after 3 steps, then continued: the same weights as the uninterrupted run
+    resumed = tiny_model(tiny_spec("llama"))
+    train(SFTStep(tok), resumed, batches, TrainConfig.from_dict({**cfg, "max_steps": 3}), tmp_path / "cut")
+    again = tiny_model(tiny_spec("llama"))
+    train(SFTStep(tok), again, batches, TrainConfig.from_dict(cfg), tmp_path / "cut")
+    for a, b in zip(model.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_sft_method_through_the_launcher(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mtp_core.models import prepare_base_model
+
+    spec = tiny_spec("qwen3", chat_template=False)
+    base = prepare_base_model(spec, tmp_path / "base")
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    settings = {"model": spec, "base_dir": str(base), "data": str(data), "sft": {"max_tokens": 64},
+                "train": {"max_steps": 2, "global_batch_size": 2, "micro_batch_size": 1, "warmup_steps": 1,
+                          "lr": 1e-3, "checkpoint_every": 1, "progress": False}}
+    res = launch(tmp_path / "ft" / "train.json", "sft", settings, {"cluster": "debug", "threads": 1})
+    assert res["steps"] == 2
+    model = AutoModelForCausalLM.from_pretrained(res["final_dir"])
+    tok = AutoTokenizer.from_pretrained(res["final_dir"])
+    assert model.config.vocab_size == AutoModelForCausalLM.from_pretrained(base).config.vocab_size
+    assert tok("1 + 2").input_ids == tiny_tokenizer()("1 + 2").input_ids
+    with pytest.raises(ValueError, match="sft: unknown key"):
+        launch(tmp_path / "ft2" / "train.json", "sft", {**settings, "sft": {"maxtokens": 3}}, {"cluster": "debug"})
+
+
+def _tiny_config(tmp_path: Path, edit) -> Path:
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config" / "tiny.yaml").read_text())
+    edit(raw["models"])
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_model_plan_paths_and_settings(tmp_path):
+    config = load_config(REPO / "config" / "tiny.yaml")
+    assert model_plan.model_dir(config, "tiny-qwen3-math") == "results/models/finetuned/tiny-qwen3-math/model"
+    assert model_plan.model_dir(config, "tiny-qwen3") == "results/models/base/tiny-qwen3"
+    assert model_plan.finetuned_models(config) == ["tiny-qwen3-math"]
+    s = model_plan.finetune_settings(config, "tiny-qwen3-math")
+    assert s["model"]["name"] == "tiny-qwen3" and s["base_dir"] == "results/models/base/tiny-qwen3"
+    assert s["data"] == "results/data/math/train.jsonl" and s["train"]["threads"] == config["threads"]
+    assert s["sft"]["max_tokens"] == 128
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda m: m["tiny-qwen3-math"].update(base="nope"), "models.tiny-qwen3-math.base: model 'nope' is not declared"),
+    (lambda m: m.update({"a": {**copy.deepcopy(m["tiny-qwen3-math"]), "base": "b"},
+                         "b": {**copy.deepcopy(m["tiny-qwen3-math"]), "base": "a"}}), "a cycle of fine-tuned models"),
+    (lambda m: m["tiny-qwen3-math"].update(dataset="pretrain"), "models.tiny-qwen3-math.dataset"),
+    (lambda m: m["tiny-qwen3-math"].update(chat_template=True), "models.tiny-qwen3-math.chat_template"),
+    (lambda m: m["tiny-qwen3-math"]["train"].update(micro_batch_size=3), "models.tiny-qwen3-math.train"),
+])
+def test_bad_finetuned_models_are_rejected(tmp_path, edit, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(_tiny_config(tmp_path, edit))
