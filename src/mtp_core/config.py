@@ -8,6 +8,7 @@ the offending key.
 from __future__ import annotations
 
 import copy
+from dataclasses import fields
 import os
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,17 @@ from .io import stable_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def section_keys(cls: type, d: dict | None, section: str) -> dict[str, Any]:
+    """Config section `d` as keyword arguments of dataclass `cls`; unknown keys are a ValueError naming
+    `section`, them and the known ones."""
+    d = dict(d or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"{section}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return d
 
 
 def deep_merge(base: dict, over: dict | None) -> dict:

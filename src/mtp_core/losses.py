@@ -43,8 +43,10 @@ Where the official code (reference `mtp_self_distillation_official_code.md` §4)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
+
+from .config import section_keys
 
 import torch
 import torch.nn.functional as F
@@ -128,12 +130,7 @@ class P1LossConfig:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> P1LossConfig:
-        d = dict(d or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"p1.loss: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**d)
+        return cls(**section_keys(cls, d, "p1.loss"))
 
     @property
     def needs_teacher(self) -> bool:

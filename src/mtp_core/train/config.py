@@ -7,8 +7,10 @@ betas (0.9, 0.95) and weight decay 0.1 (the paper says "PyTorch defaults"; the o
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from ..config import section_keys
 
 SCHEDULES = ("constant", "cosine", "linear")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -88,11 +90,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
         """Build from a config section; unknown keys are an error naming them."""
-        d = dict(d)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"train: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        d = section_keys(cls, d, "train")
         if "max_steps" not in d:
             raise ValueError("train.max_steps is required")
         return cls(**d)

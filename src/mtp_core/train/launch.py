@@ -84,13 +84,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from ..config import deep_merge
+from ..config import deep_merge, section_keys
 from ..io import atomic_write_json, stable_hash
 
 log = logging.getLogger(__name__)
@@ -196,12 +196,7 @@ class LauncherConfig:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LauncherConfig:
-        d = {k: v for k, v in dict(d or {}).items()}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"launcher: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**d)
+        return cls(**section_keys(cls, d, "launcher"))
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -305,13 +300,20 @@ def p1_check(settings: dict) -> dict:
     return out
 
 
-def p1_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
-    """Load the base model and rows, then `train_p1` (resumes from `run_dir/checkpoints`)."""
+def _load_model_and_rows(settings: dict) -> tuple[Any, list[dict]]:
+    """The base model and the (query, response) train rows of checked settings (`_check_model_data_train`)."""
     from ..models import load_model
-    from .p1 import read_rows, train_p1
+    from .p1 import read_rows
 
     loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
-    rows = read_rows(settings["data"], settings.get("on_bad_row", "error"))
+    return loaded, read_rows(settings["data"], settings.get("on_bad_row", "error"))
+
+
+def p1_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
+    """Load the base model and rows, then `train_p1` (resumes from `run_dir/checkpoints`)."""
+    from .p1 import train_p1
+
+    loaded, rows = _load_model_and_rows(settings)
     return train_p1(loaded, rows, settings.get("p1") or {}, settings["train"], run_dir, device=device,
                     mask_seed=int(settings.get("mask_seed", 0)), dist=dist, callbacks=callbacks)
 
@@ -336,12 +338,9 @@ def sft_check(settings: dict) -> dict:
 
 def sft_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
     """Load the base model and rows, then `train_sft` (resumes from `run_dir/checkpoints`)."""
-    from ..models import load_model
-    from .p1 import read_rows
     from .sft import train_sft
 
-    loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
-    rows = read_rows(settings["data"], settings.get("on_bad_row", "error"))
+    loaded, rows = _load_model_and_rows(settings)
     return train_sft(loaded, rows, settings.get("sft") or {}, settings["train"], run_dir, device=device, dist=dist,
                      callbacks=callbacks)
 

@@ -29,18 +29,19 @@ import copy
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..config import section_keys
 from ..io import read_jsonl, require_text_fields
 from ..losses import P1LossConfig, metric_names, p1_loss
 from ..masks.blocked import BlockedBatch, blocked_layout, build_blocked_batch, draw_k_offset
 from .checkpoint import export_hf
 from .config import TrainConfig
-from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, train
+from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, resolve_device, train
 
 log = logging.getLogger(__name__)
 TEMPLATES = ("auto", "chat", "plain")
@@ -88,11 +89,7 @@ class P1Config:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> P1Config:
-        d = dict(d or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"p1: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        d = section_keys(cls, d, "p1")
         if "loss" in d:
             d["loss"] = P1LossConfig.from_dict(d["loss"])
         return cls(**d)
@@ -294,8 +291,7 @@ def train_p1(
     log.info("P1 data: %d rows, template %s, mean length %.1f tokens (%.0f%% end inside the window)",
              len(lengths), template, lengths.float().mean(), 100 * (lengths <= max_row_tokens(p1)).float().mean())
     step = P1Step(student, p1, tokenizer=tok)
-    dev = torch.device(device) if device is not None else (torch.device("cuda") if torch.cuda.is_available()
-                                                            else torch.device("cpu"))
+    dev = resolve_device(device)
     step.prepare_student(student, dev)
     batches = P1Batches(tokens, lengths, p1, mask_id=mask_id, pad_id=pad_id)
     return train(step, student, batches, tc, out_dir, dist=dist, device=dev, callbacks=callbacks)

@@ -26,12 +26,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..config import section_keys
 from ..losses import token_cross_entropy
 from .checkpoint import export_hf
 from .config import TrainConfig
@@ -65,11 +66,7 @@ class SFTConfig:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> SFTConfig:
-        d = dict(d or {})
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"sft: unknown key(s) {', '.join(unknown)} (known: {', '.join(f.name for f in fields(cls))})")
-        return cls(**d)
+        return cls(**section_keys(cls, d, "sft"))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,7 +181,5 @@ def train_sft(
     log.info("SFT data: %d rows, template %s, loss on %s, %d row(s) reach max_tokens %d", len(examples), template,
              cfg.loss_on, cut, cfg.max_tokens)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
-    dev = torch.device(device) if device is not None else (torch.device("cuda") if torch.cuda.is_available()
-                                                            else torch.device("cpu"))
-    return train(SFTStep(tok), loaded.model, SFTBatches(examples, pad_id, cfg), tc, out_dir, dist=dist, device=dev,
-                 callbacks=callbacks)
+    return train(SFTStep(tok), loaded.model, SFTBatches(examples, pad_id, cfg), tc, out_dir, dist=dist,
+                 device=device, callbacks=callbacks)
