@@ -27,6 +27,24 @@ def model_dir(config: dict, name: str, results: str = RESULTS) -> str | None:
     return None
 
 
+def base_stamp(config: dict, name: str) -> str | None:
+    """For a fine-tuned model: the trajectory hash of its training (its base's stamp included, recursively),
+    so a training that starts from it is stamped differently once it is retrained (`launch.trajectory_hash`
+    then supersedes the old state instead of resuming it); None for other sources, whose spec identifies them."""
+    from .train.launch import METHODS, trajectory_hash
+
+    if config["models"][name]["source"] != FINETUNED:
+        return None
+    return trajectory_hash("sft", METHODS["sft"].entry, finetune_settings(config, name))
+
+
+def with_base_stamp(settings: dict, config: dict, name: str) -> dict:
+    """`settings` plus `base_stamp` when model `name` is fine-tuned (unchanged otherwise, so the stamps of
+    trainings from prepared or hub models stay what they were)."""
+    stamp = base_stamp(config, name)
+    return settings if stamp is None else {**settings, "base_stamp": stamp}
+
+
 def materialised_models(config: dict) -> list[str]:
     return [n for n, m in config["models"].items() if m["source"] in MATERIALISED_SOURCES]
 
@@ -46,20 +64,23 @@ def finetune_record(name: str) -> str:
 
 def finetune_settings(config: dict, name: str) -> dict:
     """Settings of `mtp_core.train.launch --method sft` for fine-tuned model `name`: the base model's spec and
-    checkpoint directory, the dataset's train rows, `train` (threads default to the config's) and `sft`."""
+    checkpoint directory (and `base_stamp` when the base is fine-tuned too), the dataset's train rows, `train`
+    (threads default to the config's) and `sft`."""
+    if config["models"][name]["source"] != FINETUNED:
+        raise ValueError(f"model {name!r} is not a fine-tuned model (source {config['models'][name]['source']!r})")
     from .p1_plan import train_data_path
 
     spec = config["models"][name]
     base = spec["base"]
     ds = config["datasets"][spec["dataset"]]
-    return {
+    return with_base_stamp({
         "model": model_spec(config, base),
         "base_dir": model_dir(config, base),
         "data": train_data_path(spec["dataset"]),
         "train": {"threads": config.get("threads"), **spec["train"]},
         "sft": dict(spec.get("sft") or {}),
         "on_bad_row": ds.get("on_bad_row", config.get("on_bad_row", "error")),
-    }
+    }, config, base)
 
 
 def launcher_settings(config: dict, name: str) -> dict:
@@ -101,6 +122,11 @@ def check(config: dict) -> None:
             raise ConfigError(f"{where}.chat_template: {spec.get('chat_template', True)} but it is fine-tuned "
                               f"{'with' if trained_chat else 'without'} the chat template (sft.template {template!r}, "
                               f"base {spec['base']!r}): set chat_template: {str(trained_chat).lower()}")
+        tc = spec["train"]
+        warmup, steps = tc.get("warmup_steps", TrainConfig.warmup_steps), tc.get("max_steps", 0)
+        if steps and warmup >= steps:
+            raise ConfigError(f"{where}.train: warmup_steps {warmup} >= max_steps {steps}: the learning rate would "
+                              f"never reach lr (the default warm-up is paper 1's {TrainConfig.warmup_steps} steps)")
         for key, build in (("train", TrainConfig.from_dict), ("sft", SFTConfig.from_dict),
                            ("launcher", lambda _: LauncherConfig.from_dict(launcher_settings(config, name)))):
             try:

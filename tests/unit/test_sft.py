@@ -31,8 +31,9 @@ ROWS = [{"query": f"What is {a} + {b}?", "response": f"{a} + {b} = {a + b}.\nThe
 def test_labels_are_the_response_tokens(template):
     tok = tiny_tokenizer()
     examples = encode_rows(ROWS, tok, SFTConfig(), template)
+    eos = [tok.eos_token_id] if template == "plain" else []  # the chat template ends the turn itself
     for row, (ids, start) in zip(ROWS, examples):
-        assert ids == tok(render_example(row, tok, template), add_special_tokens=False).input_ids
+        assert ids == tok(render_example(row, tok, template), add_special_tokens=False).input_ids + eos
         prompt = tok(render_prompt(row, tok, template), add_special_tokens=False).input_ids
         assert ids[:start] == prompt[:start] and start <= len(prompt)
         assert tok.decode(ids[start:]).startswith(row["response"][:3])
@@ -43,6 +44,17 @@ def test_labels_are_the_response_tokens(template):
         assert (labels[len(ids):] == IGNORE).all() and batch["attention_mask"][r].sum() == len(ids)
     every = encode_rows(ROWS, tok, SFTConfig(loss_on="all", max_tokens=10), template)
     assert all(start == 1 and len(ids) <= 10 for ids, start in every)
+
+
+def test_rows_without_a_response_token_are_dropped(caplog):
+    tok = tiny_tokenizer()
+    long_query = {"query": "x" * 60, "response": "y"}
+    with caplog.at_level("WARNING", logger="mtp_core.train.sft"):
+        examples = encode_rows(ROWS[:2] + [long_query], tok, SFTConfig(max_tokens=40), "plain")
+    assert len(examples) == 2 and all(start < len(ids) for ids, start in examples)
+    assert "1 of 3 row(s) dropped" in caplog.text
+    with pytest.raises(ValueError, match="no row keeps a response token"):
+        encode_rows([long_query], tok, SFTConfig(max_tokens=40), "plain")
 
 
 def test_loss_equals_hand_computed_cross_entropy():
@@ -121,7 +133,25 @@ def test_model_plan_paths_and_settings(tmp_path):
     s = model_plan.finetune_settings(config, "tiny-qwen3-math")
     assert s["model"]["name"] == "tiny-qwen3" and s["base_dir"] == "results/models/base/tiny-qwen3"
     assert s["data"] == "results/data/math/train.jsonl" and s["train"]["threads"] == config["threads"]
-    assert s["sft"]["max_tokens"] == 128
+    assert s["sft"]["max_tokens"] == 128 and "base_stamp" not in s  # its base is not fine-tuned
+    with pytest.raises(ValueError, match="not a fine-tuned model"):
+        model_plan.finetune_settings(config, "tiny-qwen3")
+
+
+def test_retraining_a_finetuned_base_changes_the_stamp_of_what_trains_from_it():
+    """`base_stamp` (launch.trajectory_hash of the fine-tune) enters the settings of trainings from a fine-tuned
+    model, so a retrained base supersedes their old state instead of resuming it; threads do not count."""
+    from mtp_core import p1_plan
+
+    config = load_config(REPO / "config" / "tiny.yaml")
+    config["models"]["tiny-qwen3-math2"] = {**copy.deepcopy(config["models"]["tiny-qwen3-math"]), "base": "tiny-qwen3-math"}
+    run0, sft0 = p1_plan.run_settings(config, "main"), model_plan.finetune_settings(config, "tiny-qwen3-math2")
+    assert run0["base_stamp"] == sft0["base_stamp"] == model_plan.base_stamp(config, "tiny-qwen3-math")
+    config["threads"] = 7
+    assert p1_plan.run_settings(config, "main")["base_stamp"] == run0["base_stamp"]
+    config["models"]["tiny-qwen3-math"]["train"]["lr"] = 5e-4
+    assert p1_plan.run_settings(config, "main")["base_stamp"] != run0["base_stamp"]
+    assert model_plan.finetune_settings(config, "tiny-qwen3-math2")["base_stamp"] != sft0["base_stamp"]
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -131,6 +161,7 @@ def test_model_plan_paths_and_settings(tmp_path):
     (lambda m: m["tiny-qwen3-math"].update(dataset="pretrain"), "models.tiny-qwen3-math.dataset"),
     (lambda m: m["tiny-qwen3-math"].update(chat_template=True), "models.tiny-qwen3-math.chat_template"),
     (lambda m: m["tiny-qwen3-math"]["train"].update(micro_batch_size=3), "models.tiny-qwen3-math.train"),
+    (lambda m: m["tiny-qwen3-math"]["train"].pop("warmup_steps"), "warmup_steps 2000 >= max_steps 2"),
 ])
 def test_bad_finetuned_models_are_rejected(tmp_path, edit, message):
     with pytest.raises(ConfigError, match=message):

@@ -92,7 +92,7 @@ def test_run_targets_and_resume(tiny_run, tmp_path):
     (tmp_path / "tiny.yaml").write_text(text)
     (tmp_path / "results/models").mkdir(parents=True)
     (tmp_path / "results/data").symlink_to(tiny_run / "results/data")  # prepared data and base models:
-    shutil.copytree(tiny_run / "results/models/base", tmp_path / "results/models/base")  # only the training runs
+    shutil.copytree(tiny_run / "results/models/base", tmp_path / "results/models/base")  # the fine-tune and the training run
     target = "results/models/p1/main/train.json"  # the launcher's record
     snakemake(tmp_path, target, "-c1", "--configfile", "tiny.yaml")
     run = tmp_path / "results/models/p1/main"

@@ -262,14 +262,15 @@ def _known_keys(settings: dict, allowed: Sequence[str], what: str) -> None:
         raise ValueError(f"{what}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))})")
 
 
-P1_KEYS = ("model", "base_dir", "data", "train", "p1", "mask_seed", "on_bad_row")
-SFT_KEYS = ("model", "base_dir", "data", "train", "sft", "on_bad_row")
+P1_KEYS = ("model", "base_dir", "base_stamp", "data", "train", "p1", "mask_seed", "on_bad_row")
+SFT_KEYS = ("model", "base_dir", "base_stamp", "data", "train", "sft", "on_bad_row")
 
 
 def _check_model_data_train(settings: dict, allowed: Sequence[str], what: str) -> dict:
     """The settings every fine-tuning of a declared model has: `model` (a model spec as in `models:`, with
-    `name`), `base_dir` (its prepared checkpoint, for gguf/tiny/finetuned sources), `data` (train JSONL with
-    query/response), `train` (TrainConfig keys), `on_bad_row`. Paths come back absolute."""
+    `name`), `base_dir` (its prepared checkpoint, for gguf/tiny/finetuned sources), `base_stamp` (for a
+    fine-tuned base: what trained it, so a retrained base supersedes old state; `model_plan.base_stamp`), `data`
+    (train JSONL with query/response), `train` (TrainConfig keys), `on_bad_row`. Paths come back absolute."""
     from .config import TrainConfig
 
     _known_keys(settings, allowed, what)

@@ -17,7 +17,8 @@ and trained by the launcher (method `sft`, the generic loop: resume, checkpoints
 Data: the same rendering as paper 1 (`p1.render_example`: chat template or `bos + query + "\\n\\n" +
 response`), truncated to `max_tokens`, one example per row, padded per micro-batch to its longest row. The loss
 is the mean cross-entropy over the response tokens (`loss_on="response"`: the tokens after the rendered
-prompt, the template's end-of-turn marker included, so the model learns to stop) or over every token
+prompt, the template's end-of-turn marker or, plain, an appended EOS included, so the model learns to stop) or
+over every token
 (`"all"`). Logits are computed only from the first supervised position of the micro-batch on.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,6 @@ class SFTConfig:
     def from_dict(cls, d: dict | None) -> SFTConfig:
         return cls(**section_keys(cls, d, "sft"))
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def render_prompt(row: dict, tokenizer: Any, template: str) -> str:
     """The part of `render_example(row)` that precedes the response."""
@@ -91,17 +89,33 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 def encode_rows(rows: Sequence[dict], tokenizer: Any, cfg: SFTConfig, template: str) -> list[tuple[list[int], int]]:
     """Rows -> (token ids truncated to `max_tokens`, index of the first supervised token).
 
-    The first response token is where the tokenised example stops agreeing with the tokenised prompt (equal to
-    the prompt's length unless a merge crosses the boundary)."""
+    The plain template gets the tokenizer's EOS appended (the chat template ends the turn itself), so the model
+    learns to stop either way. The first response token is where the tokenised example stops agreeing with the
+    tokenised prompt (the prompt's length unless a merge crosses the boundary; an earlier divergence, i.e. a
+    template that renders the prompt differently inside the conversation, is counted and logged). Rows whose
+    response is truncated away entirely are dropped and counted; none left is an error."""
     if not rows:
         raise ValueError("no training rows")
     full = tokenizer([render_example(r, tokenizer, template) for r in rows], add_special_tokens=False).input_ids
+    if template == "plain" and tokenizer.eos_token_id is not None:
+        full = [ids + [tokenizer.eos_token_id] for ids in full]
     if cfg.loss_on == "all":
         return [(ids[: cfg.max_tokens], 1) for ids in full]
     prompts = tokenizer([render_prompt(r, tokenizer, template) for r in rows], add_special_tokens=False).input_ids
-    out = []
+    out, diverged = [], 0
     for ids, p in zip(full, prompts):
-        out.append((ids[: cfg.max_tokens], max(1, _common_prefix(ids, p))))
+        start = max(1, _common_prefix(ids, p))
+        diverged += start < len(p) - 1
+        if start < min(len(ids), cfg.max_tokens):
+            out.append((ids[: cfg.max_tokens], start))
+    if diverged:
+        log.warning("SFT data: in %d row(s) the rendered example departs from the rendered prompt before the "
+                    "prompt's last token; their loss starts there", diverged)
+    if len(out) < len(full):
+        log.warning("SFT data: %d of %d row(s) dropped: the prompt fills max_tokens %d", len(full) - len(out),
+                    len(full), cfg.max_tokens)
+    if not out:
+        raise ValueError(f"no row keeps a response token within max_tokens {cfg.max_tokens}")
     return out
 
 
@@ -154,7 +168,7 @@ class SFTStep:
     def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], ctx: StepContext) -> StepOutput:
         loss, n = sft_loss(model, batch)
         return StepOutput(loss=loss, weight=float(n), metrics={"sft_tokens": (float(n), 1.0)},
-                          tokens=batch["input_ids"].numel())
+                          tokens=int(batch["attention_mask"].sum()))
 
     def export(self, model: torch.nn.Module, path: str | os.PathLike) -> Path:
         return export_hf(model, path, self.tokenizer)
