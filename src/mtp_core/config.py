@@ -128,6 +128,11 @@ def config_hash(config: dict) -> str:
     return stable_hash(config)
 
 
+def dataset_on_bad_row(config: dict, name: str) -> str:
+    """What reading dataset `name` does with a bad row: its own `on_bad_row`, else the config's (error | skip)."""
+    return config["datasets"][name].get("on_bad_row", config.get("on_bad_row", "error"))
+
+
 def model_spec(config: dict, name: str) -> dict[str, Any]:
     """The declared spec of model `name` with its name attached."""
     if name not in config["models"]:

@@ -10,7 +10,7 @@ One place for these paths, used by the workflow (`model_dir` in common.smk), the
 
 from __future__ import annotations
 
-from .config import ConfigError, deep_merge, model_spec
+from .config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
 
 RESULTS = "results"
 MATERIALISED_SOURCES = ("gguf", "tiny")
@@ -72,14 +72,13 @@ def finetune_settings(config: dict, name: str) -> dict:
 
     spec = config["models"][name]
     base = spec["base"]
-    ds = config["datasets"][spec["dataset"]]
     return with_base_stamp({
         "model": model_spec(config, base),
         "base_dir": model_dir(config, base),
         "data": train_data_path(spec["dataset"]),
         "train": {"threads": config.get("threads"), **spec["train"]},
         "sft": dict(spec.get("sft") or {}),
-        "on_bad_row": ds.get("on_bad_row", config.get("on_bad_row", "error")),
+        "on_bad_row": dataset_on_bad_row(config, spec["dataset"]),
     }, config, base)
 
 

@@ -101,12 +101,11 @@ def run_settings(config: dict, run: str) -> dict:
     """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`p1_check`): the
     model spec, its checkpoint dir (gguf/tiny/finetuned) or None, the train rows, `train`, `p1` (the method), and
     `base_stamp` for a fine-tuned model (`model_plan.with_base_stamp`)."""
-    from .config import model_spec
+    from .config import dataset_on_bad_row, model_spec
     from .model_plan import model_dir, with_base_stamp
 
     plan = run_plan(config, run)
     spec = model_spec(config, plan.model)
-    ds = config["datasets"][plan.dataset]
     return with_base_stamp({
         "model": spec,
         "base_dir": model_dir(config, plan.model),
@@ -114,7 +113,7 @@ def run_settings(config: dict, run: str) -> dict:
         "train": plan.train,
         "p1": plan.method,
         "mask_seed": int(section(config).get("mask_seed", 0)),
-        "on_bad_row": ds.get("on_bad_row", config.get("on_bad_row", "error")),
+        "on_bad_row": dataset_on_bad_row(config, plan.dataset),
     }, config, plan.model)
 
 

@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from mtp_core import model_plan
 from mtp_core.config import ConfigError, check_references, config_hash, model_spec
+from mtp_core.config import dataset_on_bad_row as on_bad_row_of
 from mtp_core.evaluate.tasks import task_dataset
 
 
@@ -63,7 +64,7 @@ def datasets_of_kind(*kinds):
 
 
 def dataset_on_bad_row(name):
-    return config["datasets"][name].get("on_bad_row", config["on_bad_row"])
+    return on_bad_row_of(config, name)
 
 
 def math_split(name, split):
