@@ -16,7 +16,8 @@ speed vs greedy and identical_to_greedy, overall and per category; for probing a
     .venv/bin/python benchmarks/p3_probing.py --part bench --specbench-n 12 --categories roleplay,writing,qa \
         --n-per-category 6 --warmup 0 --decoders greedy,prompt-lookup-bc30,lookahead-bc30,stand-bc30,vocab_mean-bc30
 
-Preset names: `greedy`, `prompt-lookup[-adaptive]` (a chain of 3, the issue's baseline), `prompt-lookup-bc<BC>`
+Preset names: `greedy` (`greedy-<label>`: another greedy instance, whose speed vs `greedy` is the timing noise
+floor of the run), `prompt-lookup[-adaptive]` (a chain of 3, the issue's baseline), `prompt-lookup-bc<BC>`
 (a chain of BC - 1, as the workflow's Table 1), `<strategy>-bc<BC>[-m2][-adaptive]` with strategy in
 prompt_mean, last_n, gaussian, vocab_mean, `lookahead-bc<BC>[-adaptive]` (N = 3/4/5 for BC 10/30/60, W = G =
 (BC - 1) // (2 (N - 1))) and `stand-bc<BC>[-adaptive]`; `-adaptive` turns on the shared wall-clock guard. Runs
@@ -73,7 +74,7 @@ LOOKAHEAD_NGRAM = {10: 3, 30: 4, 60: 5}  # N per block complexity: W = G = (BC -
 
 def preset(name: str) -> tuple[str, dict[str, Any]]:
     """(registered decoder, params) of a preset name (see the module docstring)."""
-    if name == "greedy":
+    if name.startswith("greedy"):  # `greedy-<anything>`: a second greedy instance, the timing noise floor
         return "greedy", {}
     guarded = name.endswith("-adaptive")
     base = name.removesuffix("-adaptive")

@@ -44,18 +44,44 @@ def test_rows_helpers():
 
 
 def test_depth_acceptance_by_hand():
-    a = DepthAcceptance(3)
+    a = DepthAcceptance(3, prior=4.0, decay=0.9)
     # row drafted 3 and accepted 1: depths 1, 2 tried, depth 1 hit; row drafted 1, accepted 1: depth 1 tried+hit;
     # row drafted 2 and accepted 0: depth 1 tried
     a.observe(np.array([3, 1, 2]), np.array([1, 1, 0]))
     assert a.tries.tolist() == [3, 1, 0] and a.hits.tolist() == [2, 0, 0]
-    p1 = 2 / 4
+    # long run: hits / (tries + 1) = [1/2, 0, 0]; this batch: (hits + 4 * long run) / (tries + 4)
+    p1 = (2 + 4 * 0.5) / (3 + 4)
     assert a.expected_tokens().tolist() == pytest.approx([1, 1 + p1, 1 + p1, 1 + p1])
     a.observe(np.array([3]), np.array([3]))
+    # long run [3/5, 1/3, 1/2]; batch counts decayed by 0.9 then added: tries [3.7, 1.9, 1], hits [2.8, 1, 1]
+    p1, p2, p3 = (2.8 + 4 * 3 / 5) / 7.7, (1 + 4 / 3) / 5.9, (1 + 4 / 2) / 5
+    assert a.expected_tokens().tolist() == pytest.approx(
+        [1, 1 + p1, 1 + p1 + p1 * p2, 1 + p1 + p1 * p2 + p1 * p2 * p3]
+    )
+    a.reset_local()  # a new batch starts from the long-run rates
     p1, p2, p3 = 3 / 5, 1 / 3, 1 / 2
     assert a.expected_tokens().tolist() == pytest.approx(
         [1, 1 + p1, 1 + p1 + p1 * p2, 1 + p1 + p1 * p2 + p1 * p2 * p3]
     )
+    with pytest.raises(ValueError, match="local_prior"):
+        DepthAcceptance(3, prior=0.0)
+
+
+def test_batch_estimates_follow_the_batch():
+    """One accepted probe raises a low long-run rate enough to draft; one rejection takes it back below."""
+    a = DepthAcceptance(3)
+    for i in range(20):  # long run: depth 1 accepted 3 times in 20
+        a.observe(np.array([1]), np.array([int(i % 7 == 0)]))
+    a.reset_local()
+    g = guard({1: 1.0, 4: 1.45})
+    rows = {0: 1, 1: 4, 2: 4, 3: 4}
+    choose = lambda: g.choose(dict(enumerate(a.expected_tokens().tolist())), rows)[0]  # noqa: E731
+    assert choose() == "greedy"  # 1 + 3/21 tokens for 1.45 steps
+    a.observe(np.array([3]), np.array([3]))  # a probe accepted whole: p = 0.35, 0.6, 0.6 -> 1.68 tokens
+    assert choose() == "draft"
+    a.observe(np.array([3]), np.array([0]))  # two rejections: p1 = 0.22 -> 1.42 tokens
+    a.observe(np.array([3]), np.array([0]))
+    assert choose() == "greedy"
 
 
 def guard(table, **kw) -> WallClockGuard:
@@ -130,6 +156,12 @@ def test_path_drafter_depth_caps(tiny_llama):
         assert d._decide(buffers) == (mode, depth), table
     d = build_decoder("prompt-lookup", model, tok, adaptive=True, cost_table={1: 1.0, 4: 3.0}, min_obs=4)
     assert d._decide(buffers) == ("explore", 3)  # too few observations yet
+    # a probe drafts to the deepest of the cheapest chunks: a 5-chain's depths 1-3 all run 4 rows, 4-5 run 5-6
+    chain5, _ = union_tree([[(5, 6, 7, 8, 9)]])
+    d = build_decoder("prompt-lookup", model, tok, adaptive=True, cost_table={1: 1.0, 4: 3.0, 8: 6.0}, min_obs=4,
+                      probe_every=2, min_gain=0.0, num_draft=5)
+    d.acceptance.observe(np.array([5] * 8), np.array([0] * 8))
+    assert [d._decide(chain5) for _ in range(2)] == [("greedy", 0), ("probe", 3)]
     # a wide STAND tree: 2 nodes at depth 1 (3 rows, padded to 4), 6 to depth 2 (7 rows); costly 7 rows -> depth 1
     wide, _ = union_tree([[(1, 2), (1, 3), (4, 5), (4, 6)], [(7, 8)]])
     s = build_decoder("stand", model, tok, adaptive=True, cost_table={1: 1.0, 4: 1.2, 7: 4.0}, min_obs=4)

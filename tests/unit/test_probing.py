@@ -327,15 +327,23 @@ def test_registered_and_validated(tiny_llama):
 
 
 def test_hit_stats_expected_tokens():
-    s = HitStats(depth=2, ranks=3)
+    s = HitStats(depth=2, ranks=3, prior=4.0, decay=1.0)
     for r in [0, 0, 1, 3]:  # 4 depth-1 observations: top-1 twice, rank 1 once, one miss
-        s.add(0, r)
-    s.add(1, 0)  # given a right top-1: depth 2 right once out of two
-    s.add(1, 2)
+        s.observe(0, r)
+    s.observe(1, 0)  # given a right top-1: depth 2 right once out of two
+    s.observe(1, 2)
+    # this batch (decay 1: its counts are all counts), shrunk towards the long run hits / (obs + 1) by 4
+    q0 = [(2 + 4 * 2 / 5) / 8, (1 + 4 * 1 / 5) / 8, 0.0]
+    q1 = (1 + 4 * 1 / 3) / 6
+    v = s.slot_values()
+    assert v[0].tolist() == pytest.approx(q0)
+    assert v[1].tolist() == pytest.approx([q0[0] * q1, 0, q0[0] * q1])
+    s.reset_local()  # a new batch: the long-run rates
     v = s.slot_values()
     assert v[0].tolist() == pytest.approx([2 / 5, 1 / 5, 0])
     assert v[1].tolist() == pytest.approx([2 / 5 * 1 / 3, 0, 2 / 5 * 1 / 3])
     assert s.expected_tokens()[:3].tolist() == pytest.approx([1, 1.4, 1.6])
+    assert s.obs.tolist() == [4, 2]
 
 
 def test_guard_decisions(tiny_llama):
@@ -344,7 +352,7 @@ def test_guard_decisions(tiny_llama):
     def guard(costs, hits):
         d = build_decoder("probing", model, tok, bc=10, adaptive=True, cost_table=costs, min_obs=10)
         for r in hits:
-            d.stats.add(0, r)
+            d.stats.observe(0, r)
         return d._choose()
 
     good = [0] * 8 + [1] * 2 + [9] * 2  # top-1 right 2/3 of the time

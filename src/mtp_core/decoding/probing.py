@@ -46,7 +46,8 @@ parameters): with `adaptive=True` the decoder
 1. measures forward cost per chunk size once per batch size (`cost.measure_costs` on real probing chunks on the
    current cache, right after the first prefill; or takes `cost_table` {rows: cost});
 2. estimates, from every verified step, the probability that the rank-j candidate of mask d is the true token
-   (d >= 2 conditioned on the Top-1 chain above it being right); these counts persist across `generate` calls;
+   (d >= 2 conditioned on the Top-1 chain above it being right): this batch's counts shrunk towards those of
+   every call so far (`cost.ShrunkRates`, `local_prior`, `local_decay`);
 3. per step, picks the number of draft nodes N (0 .. BC budget) maximising E(N) / (step cost(rows of N) +
    measured drafting overhead), E(N) = 1 + the N largest estimated slot values. The step cost per chunk size is
    the calibrated one, replaced by the wall time observed between proposals once that size (and the one-row
@@ -70,7 +71,7 @@ import torch
 
 from ..masks.tree import TreeBuffers, chain_buffers
 from .base import register_decoder
-from .cost import WallClockGuard, measure_costs
+from .cost import ShrunkRates, WallClockGuard, measure_costs
 from .draft_trees import (
     EXPANSIONS,
     ProbeCandidates,
@@ -142,24 +143,31 @@ def ema_update(e: torch.Tensor, new: torch.Tensor, count: torch.Tensor, alpha: f
 # ---------------------------------------------------------------- acceptance statistics of the guard
 
 
-class HitStats:
-    """Counts of where the true token fell in each mask's candidate list (rank, or a miss), per depth.
+class HitStats(ShrunkRates):
+    """Counts of where the true token fell in each mask's candidate list (rank, or a miss), per depth, at the two
+    horizons of `cost.ShrunkRates` (every call so far; this batch, shrunk towards it).
 
     Depth d >= 2 is counted only when the Top-1 chain above it was right (the only case its nodes can be
     accepted in a Top-1-expansion tree). `slot_values()` estimates the acceptance probability of every slot.
     """
 
-    def __init__(self, depth: int, ranks: int):
-        self.hits = np.zeros((depth, ranks))
-        self.obs = np.zeros(depth)
+    def __init__(self, depth: int, ranks: int, prior: float = 4.0, decay: float = 0.9):
+        super().__init__((depth, ranks), prior, decay)
 
-    def add(self, d: int, rank: int) -> None:
-        self.obs[d] += 1
-        if rank < self.hits.shape[1]:
-            self.hits[d, rank] += 1
+    @property
+    def obs(self) -> np.ndarray:
+        """[D] observations per depth (every call so far)."""
+        return self.tries[:, 0]
+
+    def observe(self, d: int, rank: int) -> None:
+        """One observation at depth `d`: the true token had rank `rank` (>= ranks: a miss)."""
+        hit = np.zeros(self.hits.shape[1])
+        if rank < hit.size:
+            hit[rank] = 1.0
+        self.add(hit, np.ones_like(hit), d)
 
     def slot_values(self) -> np.ndarray:
-        q = self.hits / (self.obs[:, None] + 1.0)  # +1: shrink towards 0 when little is known
+        q = self.rates()
         prefix = np.concatenate([[1.0], np.cumprod(q[:-1, 0])])
         return prefix[:, None] * q
 
@@ -181,7 +189,7 @@ class ProbingDecoder(TreeDecoder):
     `expansion` (dynamic | top1 | fixed), `branching` (per-depth counts for top1/fixed; default: from bc),
     `prune` (True), `alpha` (0.1), `n_last` (1), `last_n_context` (False), `scale` (1.0), `seed` (0),
     `adaptive` (False), `cost_table`, `online_cost` (True), `min_gain` (0.05), `probe_every` (32), `min_obs` (32),
-    `calib_reps` (3),
+    `calib_reps` (3), `local_prior` (4), `local_decay` (0.9),
     plus TreeDecoder's (`prune_finished`, `pad_small_chunks`).
     """
 
@@ -231,7 +239,7 @@ class ProbingDecoder(TreeDecoder):
         self.pad_small = bool(p.get("pad_small_chunks", True))
         self.guard = WallClockGuard(p)
         self.adaptive = self.guard.enabled
-        self.stats = HitStats(self.m, self.topk)
+        self.stats = HitStats(self.m, self.topk, self.guard.local_prior, self.guard.local_decay)
         self._vocab_emb: torch.Tensor | None = None
         self._init_emb: torch.Tensor | None = None
 
@@ -290,6 +298,7 @@ class ProbingDecoder(TreeDecoder):
         state.data["pend_at"] = [-1] * b  # history index of the root an unscored probe was drafted for
         state.data["pend_d"] = [0] * b  # next depth of it to score
         state.data["pend_ids"] = torch.full((b, self.m, self.topk), -1, dtype=torch.long)
+        self.stats.reset_local()
         self.guard.start(b, lambda: self.calibrate(state))
 
     def _update_embeddings(self, state: TreeState) -> None:
@@ -330,7 +339,7 @@ class ProbingDecoder(TreeDecoder):
                 truth = h[at[b] + 1 + d]
                 ids = pend[b, d].tolist()
                 rank = ids.index(truth) if truth in ids else len(ids)
-                self.stats.add(d, rank)
+                self.stats.observe(d, rank)
                 d = d + 1 if rank == 0 else self.m
             if d >= self.m:
                 at[b] = -1
