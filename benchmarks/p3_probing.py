@@ -10,6 +10,10 @@ reproduce the greedy continuation (argmax at token t = token t+1).
 Part `bench` (`mtp_core.bench.run_bench`: same weights, prompts and threads, warm-up, interleaved order): greedy,
 prompt lookup (chain of 3, the issue's baseline) and probing presets; tokens per forward (bonus included), tok/s,
 speed vs greedy and identical_to_greedy, overall and per category; for probing also the decoder's own hit rates.
+Two checks of the timings: `greedy-<label>` presets (a second greedy instance: its speed vs `greedy` is the run's
+timing noise floor) and the modeled speed, free of timing noise: greedy's forwards over the decoder's forwards
+each priced by its chunk rows (`cost.calibrate_on_prompt` on the first prompt, 5 interleaved repeats); it leaves
+out prefill and the decoders' own bookkeeping.
 
     .venv/bin/python benchmarks/p3_probing.py --part hits
     .venv/bin/python benchmarks/p3_probing.py --part bench --decoders greedy,prompt-lookup,vocab_mean-bc30,...
@@ -44,8 +48,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, encode_prompts, run_bench  # noqa: E402
-from mtp_core.decoding import build_decoder  # noqa: E402
+from mtp_core.decoding import GenerationResult, build_decoder  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
+from mtp_core.decoding.cost import CostModel, calibrate_on_prompt, modeled_steps  # noqa: E402
 from mtp_core.decoding.draft_trees import mask_chain_parents  # noqa: E402
 from mtp_core.decoding.probing import ProbingDecoder  # noqa: E402
 from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
@@ -199,6 +204,14 @@ def print_hits(h: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- part 2: decoding side by side
 
 
+def steps(g: GenerationResult, cost: CostModel) -> float:
+    """A generation's decoding forwards priced in one-row steps (`cost.modeled_steps`); a decoder without chunk
+    rows (greedy) runs one row per forward after each turn's prefill."""
+    turns = g.extra.get("turns") or [g.extra]
+    rows = [r for t in turns for r in t.get("chunk_rows", [])]
+    return modeled_steps(rows, cost) if rows else float(len(g.accepted) - len(turns))
+
+
 def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], args: argparse.Namespace):
     decoders: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -213,7 +226,17 @@ def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], arg
     ref = gens["greedy"]
     cats = list(dict.fromkeys(p.category for p in prompts))
     g_cat = summary["decoders"]["greedy"]["per_category"]
+    cost = calibrate_on_prompt(loaded.model, prompts[0].ids, max_rows=64, reps=5)
+    summary["step_cost"] = cost.as_dict()["table"]
+    g_steps = [steps(g, cost) for g in ref]
     for name, row in summary["decoders"].items():
+        d_steps = [steps(g, cost) for g in gens[name]]
+        row["modeled_vs_greedy"] = sum(g_steps) / sum(d_steps)
+        row["per_category_modeled_vs_greedy"] = {
+            c: sum(x for x, p in zip(g_steps, prompts) if p.category == c)
+            / sum(x for x, p in zip(d_steps, prompts) if p.category == c)
+            for c in cats
+        }
         row["per_category_identical"] = {
             c: all(gens[name][i].tokens == ref[i].tokens for i, p in enumerate(prompts) if p.category == c)
             for c in cats
@@ -247,6 +270,13 @@ def print_bench(summary: dict[str, Any], cats: list[str]) -> None:
     print("|---|" + "---|" * len(cats))
     for name, r in ds.items():
         print(f"| {name} | " + " | ".join(f"{r['per_category_vs_greedy'][c]:.2f}" for c in cats) + " |")
+    table = ", ".join(f"{k}: {v:.2f}" for k, v in summary["step_cost"].items())
+    print(f"\nmodeled speed vs greedy (greedy's steps / the decoder's steps priced by rows: {table})")
+    print("| decoder | all | " + " | ".join(cats) + " |")
+    print("|---|---|" + "---|" * len(cats))
+    for name, r in ds.items():
+        print(f"| {name} | {r['modeled_vs_greedy']:.3f} | "
+              + " | ".join(f"{r['per_category_modeled_vs_greedy'][c]:.3f}" for c in cats) + " |")
     for name, r in ds.items():
         extra = {k: r["decoder"][k] for k in ("hit_rates", "guard") if k in r["decoder"]}
         if extra:

@@ -12,7 +12,9 @@ from mtp_core.decoding.cost import (
     CostModel,
     DepthAcceptance,
     WallClockGuard,
+    calibrate_on_prompt,
     calibration_rows,
+    modeled_steps,
     padded_rows,
 )
 from mtp_core.decoding.ngram import union_tree
@@ -195,3 +197,19 @@ def test_guard_falls_back_to_greedy_losslessly(tiny_llama, name):
     dec = build_decoder(name, model, tok, adaptive=True, min_obs=3, calib_reps=1)
     assert [g.tokens for g in dec.generate_all(prompts, 40, StopCriteria())] == expect
     assert set(dec.describe()["guard"]["cost"]["table"]) == set(calibration_rows(dec.max_rows))
+
+
+def test_chunk_rows_and_modeled_steps(tiny_llama):
+    """Every forward's chunk rows are recorded (prefill 0; padding and extra rows counted) and priced."""
+    model, tok = tiny_llama.model, tiny_llama.tokenizer
+    prompt = tok("abab abab abab").input_ids
+    g = build_decoder("prompt-lookup", model, tok, num_draft=2).generate([prompt], 12, StopCriteria())[0]
+    rows = g.extra["chunk_rows"]
+    assert rows[0] == 0 and len(rows) == len(g.accepted)
+    assert all(r == (1 if d == 0 else 4) for r, d in zip(rows[1:], g.extra["drafted"][1:]))  # 2-3 rows pad to 4
+    p = build_decoder("probing", model, tok, bc=10).generate([prompt], 6, StopCriteria())[0]
+    assert p.extra["chunk_rows"][1] == 2 * (p.extra["drafted"][1] + 1)  # every node carries its mask
+    cost = CostModel({1: 1.0, 4: 1.5, 8: 2.0})
+    assert modeled_steps(rows, cost) == pytest.approx(sum(1.0 if r == 1 else 1.5 for r in rows[1:]))
+    measured = calibrate_on_prompt(model, prompt, max_rows=8, reps=1)
+    assert set(measured.as_dict()["table"]) == {1, 4, 8} and measured(1) == 1.0

@@ -6,7 +6,8 @@ a GPU a verification forward costs about the same for 1 or 60 rows; on a CPU a 4
 one-row forward and a 31-row one 2.2-3.2x, so a draft pays only when it is accepted often enough.
 
 * `CostModel`: step cost by chunk rows relative to a one-row (greedy) step; calibrated, corrected online.
-* `measure_costs`: the calibration (median of interleaved timed verification forwards on the live cache).
+* `measure_costs`: the calibration (median of interleaved timed verification forwards on the live cache);
+  `calibrate_on_prompt` / `modeled_steps`: a benchmark's fixed prices of each step (a timing-noise-free speed).
 * `ShrunkRates`: acceptance counts at two horizons, every call so far and the current batch (decayed), the batch's
   rate shrunk towards the long-run one: drafts pay in stretches (a model copying its prompt, a code block), so a
   decision that follows only the long-run mean drafts where nothing is accepted and misses the stretches.
@@ -33,11 +34,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from ..masks.tree import chain_buffers, tree_buffers_from_parents
 from .cache import crop_cache
@@ -159,6 +161,28 @@ class ShrunkRates:
     def rates(self) -> np.ndarray:
         long_run = self.hits / (self.tries + 1.0)
         return (self.hits_local + self.prior * long_run) / (self.tries_local + self.prior)
+
+
+def calibrate_on_prompt(
+    model: torch.nn.Module, prompt: Sequence[int], max_rows: int = 64, reps: int = 5, pad_small_chunks: bool = True
+) -> CostModel:
+    """A fixed cost model measured on the KV cache of `prompt` (one prefill, then `measure_costs` of tree chunks
+    of `calibration_rows(max_rows)` rows): what a benchmark prices each decoder's steps with."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([list(prompt)], device=device)
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        nxt = model(input_ids=ids, past_key_values=cache, logits_to_keep=1).logits[:, -1].argmax(-1)
+        pos = torch.tensor([ids.shape[1]], device=device)
+        ctx = TreeContext(cache, torch.ones_like(ids, dtype=torch.bool), nxt, pos)
+        drafts = {r: dummy_draft(ctx, r) for r in calibration_rows(max_rows)}
+        return CostModel(measure_costs(model, ctx, drafts, reps, pad_small_chunks), online=False)
+
+
+def modeled_steps(chunk_rows: Sequence[int], cost: CostModel) -> float:
+    """Cost of a generation's decoding forwards in one-row (greedy) steps: the sum of `cost(rows)` over the
+    forwards after the prefill (`TreeDecoder`'s `extra["chunk_rows"]`, 0 marks a prefill)."""
+    return float(sum(cost(r) for r in chunk_rows if r > 0))
 
 
 class DepthAcceptance(ShrunkRates):

@@ -94,6 +94,7 @@ class TreeVerifyResult:
     #                                     nodes (return_hidden)
     extra_logits: torch.Tensor | None = None  # [B, E, V] at the extra rows
     extra_hidden: torch.Tensor | None = None  # [B, E, H] (return_hidden)
+    chunk_rows: int = 0  # rows the forward ran (root, nodes, extra rows, padding)
 
     def emitted(self) -> list[list[int]]:
         """Per row, the tokens this step emitted (accepted drafts then bonus)."""
@@ -275,7 +276,7 @@ def verify_tree(
     rows = torch.arange(logits.shape[0], device=logits.device)
     res = TreeVerifyResult(
         tokens=tokens, num_accepted=num_acc, path=path, last_node=last_node, node_argmax=node_argmax,
-        last_logits=logits[rows, last_node],
+        last_logits=logits[rows, last_node], chunk_rows=chunk_len,
     )
     take = path.clamp(min=0)
     if return_logits:
@@ -351,7 +352,8 @@ class TreeDecoder(Decoder):
     drafter as `state.prefill_extra_logits`. Common params: `prune_finished` (default True),
     `pad_small_chunks` (default True: chunks of 2-3 rows are padded to 4, a measured CPU fast path).
     Results: `accepted[i]` = tokens emitted by forward i (prefill 1); `extra["drafted"][i]` = draft rows
-    (tree nodes besides the root, extra rows excluded) verified by forward i.
+    (tree nodes besides the root, extra rows excluded) verified by forward i; `extra["chunk_rows"][i]` = rows
+    forward i ran (root, nodes, extra rows, padding; 0 for the prefill), what its cost on a CPU depends on.
     """
 
     lossless = True
@@ -403,6 +405,7 @@ class TreeDecoder(Decoder):
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
         accepted: list[list[int]] = [[] for _ in range(n)]
         drafted: list[list[int]] = [[] for _ in range(n)]
+        chunk_rows: list[list[int]] = [[] for _ in range(n)]
         cache = DynamicCache(config=self.model.config)
 
         t0 = time.perf_counter()
@@ -416,13 +419,14 @@ class TreeDecoder(Decoder):
             last_hidden=last_hidden, prefill_extra_logits=extra_logits, step=1,
         )
         self.start(state)
-        emitted, n_draft = [[t] for t in root.tolist()], 0
+        emitted, n_draft, n_rows = [[t] for t in root.tolist()], 0, 0
         while True:
             for b, row in enumerate(state.rows.tolist()):
                 if not tracker.done(row):  # rows kept after stopping (prune_finished=False) record nothing
                     tracker.feed(row, emitted[b])
                     accepted[row].append(len(emitted[b]))
                     drafted[row].append(n_draft)
+                    chunk_rows[row].append(n_rows)
             keep = [b for b, row in enumerate(state.rows.tolist()) if not tracker.done(row)]
             if not keep:
                 break
@@ -436,7 +440,7 @@ class TreeDecoder(Decoder):
                 extra_embeds=draft.extra_embeds, pad_small_chunks=pad_small, return_logits=self.needs_logits,
                 return_hidden=self.needs_hidden,
             )
-            emitted, n_draft = res.emitted(), draft.buffers.num_nodes - 1
+            emitted, n_draft, n_rows = res.emitted(), draft.buffers.num_nodes - 1, res.chunk_rows
             for h, e in zip(state.history, emitted):
                 h.extend(e)
             state.last, state.last_logits, state.step = res, res.last_logits, state.step + 1
@@ -444,4 +448,4 @@ class TreeDecoder(Decoder):
                 rows = torch.arange(ctx.batch_size, device=device)
                 state.last_hidden = res.hidden[rows, res.num_accepted]
         t2 = time.perf_counter()
-        return tracker.results(prompts, accepted, (t0, t1, t2), {"drafted": drafted})
+        return tracker.results(prompts, accepted, (t0, t1, t2), {"drafted": drafted, "chunk_rows": chunk_rows})
