@@ -16,7 +16,8 @@ one-row forward and a 31-row one 2.2-3.2x, so a draft pays only when it is accep
   rows R(k); its rate is E(k) / (cost(R(k)) + drafting overhead), the overhead being the measured bookkeeping
   per drafted step in one-row-step units. The best option is drafted only if its rate beats a one-row greedy
   step's by `min_gain`; otherwise the step is greedy, and every `probe_every`-th consecutive greedy decision is a
-  probe so that the estimates keep growing (path drafters probe with their cheapest chunk, see `ngram`). Until `min_obs` observations exist the caller explores.
+  probe so that the estimates keep growing (path drafters probe with their cheapest chunk, see `ngram`). Until
+  `min_obs` observations exist the caller explores.
   Cost-aware variants (used by the path drafters, whose full drafts can cost several greedy steps): the probe
   interval grows so that probes cost at most `min_gain / 2` of the steps, i.e. max(`probe_every`,
   (cost(probe) - 1) / (min_gain / 2)) greedy steps; exploring stops once it has cost `min_obs` one-row steps
