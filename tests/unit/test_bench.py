@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, markdown_table, run_bench
+from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, markdown_table, median_seconds, run_bench
 from mtp_core.cli import decoder_params, main
 from mtp_core.decoding import register_decoder
 from mtp_core.decoding.greedy import GreedyDecoder
@@ -39,6 +39,13 @@ ROWS = [
 ]
 
 
+def test_median_seconds_drops_one_slow_batch_per_repeat():
+    # batch x repeat: each repeat has one slow batch, so every repeat total is 6 s and their median too
+    secs = [[1.0, 1.0, 5.0], [1.0, 5.0, 1.0], [5.0, 1.0, 1.0]]
+    assert median_seconds(secs) == 3.0
+    assert median_seconds([[2.0, 4.0]]) == 3.0
+
+
 def test_batches_never_mix_categories():
     prompts = [BenchPrompt(str(i), c, [1]) for i, c in enumerate("xyxxy")]
     assert make_batches(prompts, 2) == [[0, 2], [3], [1, 4]]
@@ -56,6 +63,13 @@ def test_run_bench_reports_every_decoder(tiny_llama):
     assert d["hf-greedy"]["speedup_vs_greedy"] == pytest.approx(d["hf-greedy"]["tokens_per_s"] / d["greedy"]["tokens_per_s"])
     assert set(d["greedy"]["per_category"]) == {"x", "y"}
     assert len(d["greedy"]["tokens_per_s_repeats"]) == 2
+    for row in d.values():  # time = sum of per-batch medians; batches: (a, c) of x, (b) of y
+        secs = row["batch_seconds"]
+        assert [len(t) for t in secs] == [2, 2]
+        assert row["tokens_per_s"] == pytest.approx(row["new_tokens"] / median_seconds(secs))
+    y_greedy = sum(len(g.tokens) for p, g in zip(prompts, gens["greedy"]) if p.category == "y")
+    assert d["greedy"]["per_category"]["y"]["tokens_per_s"] == pytest.approx(
+        y_greedy / median_seconds(d["greedy"]["batch_seconds"][1:]))
     assert [len(g.tokens) for g in gens["greedy"]] == [len(g.tokens) for g in gens["hf-greedy"]]
     table = markdown_table(summary)
     assert "| test-broken |" in table and "NO" in table and "lossy" in table
