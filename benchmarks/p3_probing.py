@@ -4,7 +4,8 @@ Part `hits` (one forward per prompt and mask variant, no decoding): the referenc
 prompt is laid out as a chain on top of the prompt's KV cache and a chain of two mask tokens hangs on every
 continuation token (exactly where the decoder hangs them: `draft_trees.mask_chain_parents`). Mask 1 on token
 t predicts t+2, mask 2 predicts t+3. Reported: top-1 / top-10 hit rates of t+2 (raw, no pruning: the issue's
-measurement) and of t+3, per variant, open-ended categories vs the others. The node logits are checked to
+measurement) and of t+3, per variant, open-ended categories vs the others, masks on generated tokens 1-32 vs 33+
+(where the guard's probes fall). The node logits are checked to
 reproduce the greedy continuation (argmax at token t = token t+1).
 
 Part `bench` (`mtp_core.bench.run_bench`: same weights, prompts and threads, warm-up, interleaved order): greedy,
@@ -61,6 +62,7 @@ from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa:
 log = logging.getLogger("p3_probing")
 OPEN_ENDED = {"writing", "roleplay", "conversation", "qa"}
 
+EARLY = 32  # hit rates are also split by position: the guard's probes come after `probe_every` (32) greedy steps
 HIT_VARIANTS: dict[str, dict[str, Any]] = {
     "last_n (last prompt token)": {"strategy": "last_n", "n_last": 1},
     "last_n context (last prefix token)": {"strategy": "last_n", "last_n_context": True},
@@ -170,9 +172,9 @@ def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[
                 consistent += int((logits[0, : t - 1].argmax(-1) == cand[0]).sum())
                 total += t - 1
             top = logits[0, t:].topk(10, dim=-1).indices.view(t, 2, 10)
-            for g in (group, "all"):
-                c = counts[name][g]
-                for i in range(t - 2):  # mask 1 on token i predicts token i + 2
+            for i in range(t - 2):  # mask 1 on token i predicts token i + 2
+                for g in (group, "all", f"tokens {'1-32' if i < EARLY else '33+'}"):
+                    c = counts[name][g]
                     c[0] += 1
                     c[1] += float(top[i, 0, 0] == cont[i + 2])
                     c[2] += float((top[i, 0] == cont[i + 2]).any())
@@ -191,14 +193,14 @@ def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[
 def print_hits(h: dict[str, Any]) -> None:
     print(f"\n## mask hit rates (node argmax reproduces greedy: {h['node_argmax_reproduces_greedy']:.4f})")
     print("| mask embedding | open-ended t+2 top1 / top10 | other t+2 top1 / top10 | all t+2 top1 / top10 | "
-          "all t+3 top1 |")
-    print("|---|---|---|---|---|")
+          "all t+3 top1 | tokens 1-32 t+2 top1 / top10 | tokens 33+ t+2 top1 / top10 |")
+    print("|---|---|---|---|---|---|---|")
     for name in HIT_VARIANTS:
         r = h[name]
         cell = lambda g: (f"{100 * r[g]['t+2 top1']:.1f} / {100 * r[g]['t+2 top10']:.1f} %"  # noqa: E731
                           if g in r else "-")
         print(f"| {name} | {cell('open-ended')} | {cell('other')} | {cell('all')} | "
-              f"{100 * r['all']['t+3 top1']:.1f} % |")
+              f"{100 * r['all']['t+3 top1']:.1f} % | {cell('tokens 1-32')} | {cell('tokens 33+')} |")
 
 
 # ---------------------------------------------------------------- part 2: decoding side by side
