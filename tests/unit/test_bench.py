@@ -40,7 +40,7 @@ ROWS = [
 
 
 def test_median_seconds_drops_one_slow_batch_per_repeat():
-    # batch x repeat: each repeat has one slow batch, so every repeat total is 6 s and their median too
+    # batch x repeat: each repeat has one slow batch, so every repeat total (and their median) is 7 s
     secs = [[1.0, 1.0, 5.0], [1.0, 5.0, 1.0], [5.0, 1.0, 1.0]]
     assert median_seconds(secs) == 3.0
     assert median_seconds([[2.0, 4.0]]) == 3.0
