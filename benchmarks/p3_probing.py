@@ -63,6 +63,7 @@ log = logging.getLogger("p3_probing")
 OPEN_ENDED = {"writing", "roleplay", "conversation", "qa"}
 
 EARLY = 32  # hit rates are also split by position: the guard's probes come after `probe_every` (32) greedy steps
+POSITIONS = (f"tokens 1-{EARLY}", f"tokens {EARLY + 1}+")  # masks on generated tokens up to EARLY, and after
 HIT_VARIANTS: dict[str, dict[str, Any]] = {
     "last_n (last prompt token)": {"strategy": "last_n", "n_last": 1},
     "last_n context (last prefix token)": {"strategy": "last_n", "last_n_context": True},
@@ -173,7 +174,7 @@ def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[
                 total += t - 1
             top = logits[0, t:].topk(10, dim=-1).indices.view(t, 2, 10)
             for i in range(t - 2):  # mask 1 on token i predicts token i + 2
-                for g in (group, "all", f"tokens {'1-32' if i < EARLY else '33+'}"):
+                for g in (group, "all", POSITIONS[i >= EARLY]):
                     c = counts[name][g]
                     c[0] += 1
                     c[1] += float(top[i, 0, 0] == cont[i + 2])
@@ -193,14 +194,14 @@ def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[
 def print_hits(h: dict[str, Any]) -> None:
     print(f"\n## mask hit rates (node argmax reproduces greedy: {h['node_argmax_reproduces_greedy']:.4f})")
     print("| mask embedding | open-ended t+2 top1 / top10 | other t+2 top1 / top10 | all t+2 top1 / top10 | "
-          "all t+3 top1 | tokens 1-32 t+2 top1 / top10 | tokens 33+ t+2 top1 / top10 |")
+          f"all t+3 top1 | {POSITIONS[0]} t+2 top1 / top10 | {POSITIONS[1]} t+2 top1 / top10 |")
     print("|---|---|---|---|---|---|---|")
     for name in HIT_VARIANTS:
         r = h[name]
         cell = lambda g: (f"{100 * r[g]['t+2 top1']:.1f} / {100 * r[g]['t+2 top10']:.1f} %"  # noqa: E731
                           if g in r else "-")
         print(f"| {name} | {cell('open-ended')} | {cell('other')} | {cell('all')} | "
-              f"{100 * r['all']['t+3 top1']:.1f} % | {cell('tokens 1-32')} | {cell('tokens 33+')} |")
+              f"{100 * r['all']['t+3 top1']:.1f} % | {cell(POSITIONS[0])} | {cell(POSITIONS[1])} |")
 
 
 # ---------------------------------------------------------------- part 2: decoding side by side
