@@ -41,10 +41,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, run_bench  # noqa: E402
-from mtp_core.decoding.base import DECODERS, GenerationResult, registry_name  # noqa: E402
+from mtp_core.decoding.base import GenerationResult, decoders, registry_name  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
-from mtp_core.decoding.mtp import ConfAdaptDecoder, StaticKDecoder  # noqa: E402
-from mtp_core.mask_token import add_mask_token  # noqa: E402
+from mtp_core.papers.p1.decoders import ConfAdaptDecoder, StaticKDecoder  # noqa: E402
+from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402
 from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
 
 log = logging.getLogger("p1_speed")
@@ -216,7 +216,7 @@ def main() -> None:
     for km in [int(x) for x in args.k_max.split(",") if x]:
         decoders[f"conf-adapt={km}"] = {"decoder": ConfAdaptDecoder.name, "tau": args.tau, "k_max": km}
     clock = ForwardClock(loaded.model)
-    for cls in {DECODERS[registry_name(label, params)] for label, params in decoders.items()}:
+    for cls in {decoders()[registry_name(label, params)] for label, params in decoders.items()}:
         clock.tag(cls)
     print(f"model: {model_note}; mask id {mask_id}; prompts: {len(prompts)} from {prompt_note}; "
           f"lengths {[len(p.ids) for p in prompts]}; {args.max_new_tokens} new tokens; threads {args.threads}")

@@ -37,10 +37,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.io import atomic_write_json  # noqa: E402
-from mtp_core.losses import P1LossConfig, ntp_loss, p1_loss  # noqa: E402
-from mtp_core.mask_token import add_mask_token  # noqa: E402
-from mtp_core.masks.blocked import build_blocked_batch  # noqa: E402
-from mtp_core.train.p1 import P1Config, encode_examples, max_row_tokens, read_rows  # noqa: E402
+from mtp_core.papers.p1.losses import P1LossConfig, ntp_loss, p1_loss  # noqa: E402
+from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402
+from mtp_core.papers.p1.masks import build_blocked_batch  # noqa: E402
+from mtp_core.data.rows import read_rows  # noqa: E402
+from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens  # noqa: E402
 
 TINY = {"source": "tiny", "arch": "llama", "hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
         "intermediate_size": 128, "max_position_embeddings": 2048, "tie_word_embeddings": True, "init_seed": 0}

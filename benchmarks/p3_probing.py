@@ -51,11 +51,11 @@ sys.path.insert(0, str(REPO / "src"))
 from mtp_core.bench import BenchPrompt, encode_prompts, run_bench  # noqa: E402
 from mtp_core.decoding import GenerationResult, build_decoder  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
-from mtp_core.decoding.cost import CostModel, calibrate_on_prompt, modeled_steps  # noqa: E402
-from mtp_core.decoding.draft_trees import mask_chain_parents  # noqa: E402
-from mtp_core.decoding.probing import ProbingDecoder  # noqa: E402
+from mtp_core.decoding.cost import calibrate_on_prompt, modeled_speedup  # noqa: E402
+from mtp_core.papers.p3.draft_trees import mask_chain_parents  # noqa: E402
+from mtp_core.papers.p3.probing import ProbingDecoder  # noqa: E402
 from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
-from mtp_core.mask_alignment import mask_embeddings  # noqa: E402
+from mtp_core.papers.p3.alignment import mask_embeddings  # noqa: E402
 from mtp_core.masks.tree import chain_buffers  # noqa: E402
 from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
 
@@ -207,14 +207,6 @@ def print_hits(h: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- part 2: decoding side by side
 
 
-def steps(g: GenerationResult, cost: CostModel) -> float:
-    """A generation's decoding forwards priced in one-row steps (`cost.modeled_steps`); a decoder without chunk
-    rows (greedy) runs one row per forward after each turn's prefill."""
-    turns = g.extra.get("turns") or [g.extra]
-    rows = [r for t in turns for r in t.get("chunk_rows", [])]
-    return modeled_steps(rows, cost) if rows else float(len(g.accepted) - len(turns))
-
-
 def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], args: argparse.Namespace):
     decoders: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -231,13 +223,11 @@ def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], arg
     g_cat = summary["decoders"]["greedy"]["per_category"]
     cost = calibrate_on_prompt(loaded.model, prompts[0].ids, max_rows=64, reps=5)
     summary["step_cost"] = cost.as_dict()["table"]
-    g_steps = [steps(g, cost) for g in ref]
     for name, row in summary["decoders"].items():
-        d_steps = [steps(g, cost) for g in gens[name]]
-        row["modeled_vs_greedy"] = sum(g_steps) / sum(d_steps)
+        row["modeled_vs_greedy"] = modeled_speedup(gens[name], ref, cost)
         row["per_category_modeled_vs_greedy"] = {
-            c: sum(x for x, p in zip(g_steps, prompts) if p.category == c)
-            / sum(x for x, p in zip(d_steps, prompts) if p.category == c)
+            c: modeled_speedup([g for g, p in zip(gens[name], prompts) if p.category == c],
+                               [g for g, p in zip(ref, prompts) if p.category == c], cost)
             for c in cats
         }
         row["per_category_identical"] = {

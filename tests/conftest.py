@@ -11,6 +11,9 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the launcher's jobs (subprocesses, Slurm tasks) import the tests' own training method (`tests.toy_method`)
+_ROOT = str(Path(__file__).resolve().parents[1])
+os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 # tiny models gain nothing from threads, and one thread keeps the suite fast when the machine is shared
 torch.set_num_threads(1)
 

@@ -20,7 +20,7 @@ import logging
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,23 +111,27 @@ def run_bench(
     warmup: int = 1,
     repeats: int = 3,
     threads: int | None = None,
+    models: Mapping[str, LoadedModel] | None = None,
 ) -> tuple[dict[str, Any], dict[str, list[GenerationResult]]]:
-    """Benchmark `decoders` (name -> params) side by side.
+    """Benchmark `decoders` (name -> params) side by side on `loaded`, or on `models[name]` where given (a model
+    trained from `loaded`, e.g. a paper's student, with the same tokenizer): every decoder decodes the same
+    prompts, compared with greedy on `loaded`.
 
     Returns the JSON-ready summary and each decoder's generations (of the last repeat) in prompt order.
     """
     if threads:
         torch.set_num_threads(threads)
     stop = loaded.stop_criteria()
+    on = {name: (models or {}).get(name, loaded) for name in decoders}
     built: dict[str, Decoder] = {
-        name: build_decoder(name, loaded.model, loaded.tokenizer, **params) for name, params in decoders.items()
+        name: build_decoder(name, on[name].model, on[name].tokenizer, **params) for name, params in decoders.items()
     }
     batches = make_batches(prompts, batch_size)
     names = list(built)
 
     for _ in range(warmup):
         for name in names:
-            generate_turns(built[name], loaded, [prompts[i] for i in batches[0]], max_new_tokens, stop)
+            generate_turns(built[name], on[name], [prompts[i] for i in batches[0]], max_new_tokens, stop)
 
     gens: dict[str, list[GenerationResult | None]] = {n: [None] * len(prompts) for n in names}
     seconds: dict[str, list[list[float]]] = {n: [[0.0] * repeats for _ in batches] for n in names}
@@ -136,7 +140,7 @@ def run_bench(
             shift = (b + r) % len(names)
             for name in names[shift:] + names[:shift]:
                 t0 = time.perf_counter()
-                out = generate_turns(built[name], loaded, [prompts[i] for i in idx], max_new_tokens, stop)
+                out = generate_turns(built[name], on[name], [prompts[i] for i in idx], max_new_tokens, stop)
                 seconds[name][b][r] = time.perf_counter() - t0
                 for i, g in zip(idx, out):
                     gens[name][i] = g

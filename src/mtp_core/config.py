@@ -1,21 +1,18 @@
-"""Configuration: schema validation with defaults (the same call Snakemake makes) and reference checks.
-
-The schema lives in `workflow/schemas/config.schema.yaml`; JSON schema cannot check that a name used in one
-section (a model, a dataset, a prompt set) is declared in another, so `check_references` does that and names
-the offending key.
-"""
+"""The vocabulary of a config that every module shares: its error type, a section read into a dataclass, merged
+overrides, a model's spec, the bad-row policy of a dataset, the config's hash. Validation (schema, references,
+the papers' checks) is `mtp_core.validation`."""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import fields
 import os
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .io import stable_hash
+from .io import InputError, stable_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -40,87 +37,8 @@ def deep_merge(base: dict, over: dict | None) -> dict:
     return out
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """An invalid configuration; the message names the key."""
-
-
-def validate_schema(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) -> None:
-    """Validate against the JSON schema and fill defaults in place (Snakemake's own `validate`)."""
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
-
-    try:
-        validate(config, str(schema_path), set_default=True)
-    except WorkflowError as e:
-        raise ConfigError(str(e)) from None
-
-
-def check_references(config: dict) -> None:
-    """Every name used in a section must be declared in `models`, `datasets` or `prompt_sets`."""
-    models, datasets, prompt_sets = config["models"], config["datasets"], config["prompt_sets"]
-
-    def need(kind: str, table: dict, name: str, key: str) -> None:
-        if name not in table:
-            raise ConfigError(f"{key}: {kind} {name!r} is not declared (declared: {', '.join(sorted(table))})")
-
-    for section in ("decoding", "evaluation"):
-        need("model", models, config[section]["model"], f"{section}.model")
-    for i, name in enumerate(config["decoding"]["prompt_sets"]):
-        need("prompt set", prompt_sets, name, f"decoding.prompt_sets[{i}]")
-    for name, ds in datasets.items():
-        if ds["kind"] == "pretrain_text":
-            need("model", models, ds["tokenizer"], f"datasets.{name}.tokenizer")
-    for name, ps in prompt_sets.items():
-        if ps["source"] == "math":
-            need("dataset", datasets, ps["dataset"], f"prompt_sets.{name}.dataset")
-            if datasets[ps["dataset"]]["kind"] not in ("synthetic_math", "metamathqa"):
-                raise ConfigError(f"prompt_sets.{name}.dataset: {ps['dataset']!r} is not a math dataset")
-    for source in ("sharegpt", "humaneval"):
-        users = [n for n, ps in prompt_sets.items() if ps["source"] in (source, "specbench")]
-        if users and not any(ds["kind"] == source for ds in datasets.values()):
-            raise ConfigError(f"prompt_sets.{users[0]}: needs a dataset of kind {source!r} in `datasets`")
-    from .evaluate.tasks import is_local_task, task_dataset
-
-    for i, task in enumerate(config["evaluation"]["tasks"]):
-        if is_local_task(task):
-            try:
-                task_dataset(config, task)
-            except ValueError as e:
-                raise ConfigError(f"evaluation.tasks[{i}]: {e}") from None
-    from .decoding import DECODERS, registry_name
-
-    for section in ("decoding", "evaluation"):
-        for label, params in config[section]["decoders"].items():
-            name = registry_name(label, params)
-            if name not in DECODERS:
-                raise ConfigError(
-                    f"{section}.decoders.{label}: unknown decoder {name!r} "
-                    f"(registered: {', '.join(sorted(DECODERS))})"
-                )
-    from .model_plan import check as check_models  # fine-tuned models: base, dataset, training settings
-
-    check_models(config)
-    from .p1_plan import check as check_p1  # paper 1's runs, tables and figures (a no-op when disabled)
-
-    check_p1(config)
-    from .p3_plan import check as check_p3  # paper 3's methods, tables and figures (a no-op when disabled)
-
-    check_p3(config)
-
-
-def validate_config(config: dict) -> dict:
-    """Schema (with defaults) then references; returns the same dict for chaining."""
-    validate_schema(config)
-    check_references(config)
-    return config
-
-
-def load_config(path: str | os.PathLike) -> dict:
-    with open(path) as f:
-        config = yaml.safe_load(f)
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return validate_config(config)
 
 
 def config_hash(config: dict) -> str:
@@ -140,3 +58,29 @@ def model_spec(config: dict, name: str) -> dict[str, Any]:
     spec = copy.deepcopy(config["models"][name])
     spec["name"] = name
     return spec
+
+
+def validate_schema(config: dict, schema_path: str | os.PathLike = SCHEMA_PATH) -> None:
+    """Validate against the JSON schema and fill defaults in place (Snakemake's own `validate`)."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(config, str(schema_path), set_default=True)
+    except WorkflowError as e:
+        raise ConfigError(str(e)) from None
+
+
+def read_config(path: str | os.PathLike) -> dict:
+    """A config file validated against the schema, defaults filled (no reference checks: `validation.load_config`)."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        with open(path) as f:
+            config = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    validate_schema(config)
+    return config

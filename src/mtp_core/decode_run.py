@@ -1,16 +1,39 @@
-"""Decode a prompt set with several decoders (bench protocol) and write one result file per decoder."""
+"""Decode a prompt set with several decoders (bench protocol) and write one result file per decoder.
+
+Every result records tokens per forward, forward passes, tokens/s (per-batch medians over repeats), the speedup
+vs the job's greedy and `identical_fraction` (prompts equal to greedy's tokens). Optionally (the leaderboard):
+the modeled speedup (each decoder's forwards priced by a cost table measured on the job's first prompt,
+`decoding.cost`), and, for prompt sets whose rows all carry a reference `answer` (the math set), task accuracy
+with its standard error (`evaluate.answers`: the `synthetic_math_cot` task's extraction and exact match).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import math
+import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .bench import encode_prompts, run_bench
-from .models import LoadedModel
+from .config import config_hash, model_spec
+from .decoding.cost import calibrate_on_prompt, modeled_speedup
+from .evaluate.answers import is_correct
+from .models import LoadedModel, load_model
 from .results import decode_stats, make_result, sample_record, write_result
 
 log = logging.getLogger(__name__)
+MODELED_MAX_ROWS = 64  # the cost table's largest chunk (wider chunks are priced as 64 rows)
+
+
+def accuracy(texts: Sequence[str], rows: Sequence[dict]) -> dict[str, float] | None:
+    """Mean and standard error of correctness when every row has a reference `answer` (a math prompt set); None
+    otherwise (a mixed set such as Spec-Bench's would score only its math rows)."""
+    if not rows or any(r.get("answer") is None for r in rows):
+        return None
+    hits = [float(is_correct(t, r["answer"])) for t, r in zip(texts, rows)]
+    err = math.sqrt(statistics.pvariance(hits) / (len(hits) - 1)) if len(hits) > 1 else None
+    return {"value": statistics.fmean(hits), "stderr": err}
 
 
 def decode_prompt_set(
@@ -28,19 +51,24 @@ def decode_prompt_set(
     repeats: int,
     paper: str = "base",
     run: str | None = None,
+    models: Mapping[str, LoadedModel] | None = None,
+    papers: Mapping[str, str] | None = None,
+    modeled: bool = False,
 ) -> dict[str, Any]:
     """Benchmark `decoders` side by side on `rows` and write `outputs[i]` for the i-th decoder.
 
-    Tokens/s in each result is the bench median over repeats; acceptance statistics come from the
-    generations. Returns the bench summary.
+    `models[name]`: a decoder's own weights (trained from `loaded`); `papers[name]`: the paper a decoder's row
+    belongs to (default `paper`); `modeled`: add the modeled speedup. Tokens/s in each result is the bench
+    median over repeats; acceptance statistics come from the generations. Returns the bench summary.
     """
     if len(outputs) != len(decoders):
         raise ValueError(f"{len(decoders)} decoders but {len(outputs)} output paths")
     prompts = encode_prompts(loaded, rows)
     summary, gens = run_bench(
         loaded, decoders, prompts, max_new_tokens, batch_size=batch_size, warmup=warmup, repeats=repeats,
-        threads=threads,
+        threads=threads, models=models,
     )
+    cost = calibrate_on_prompt(loaded.model, prompts[0].ids, max_rows=MODELED_MAX_ROWS) if modeled else None
     settings = {
         "max_new_tokens": max_new_tokens,
         "batch_size": batch_size,
@@ -49,22 +77,23 @@ def decode_prompt_set(
         "warmup": warmup,
         "repeats": repeats,
     }
+    if cost is not None:
+        settings["step_cost"] = cost.as_dict()["table"]
     for (name, _), out in zip(decoders.items(), outputs):
         row = summary["decoders"][name]
         stats = decode_stats(gens[name])
-        stats["tokens_per_s"] = row["tokens_per_s"]
-        stats["identical_to_greedy"] = row["identical_to_greedy"]
-        stats["identical_fraction"] = row["identical_fraction"]
-        stats["speedup_vs_greedy"] = row["speedup_vs_greedy"]
+        for key in ("tokens_per_s", "identical_to_greedy", "identical_fraction", "speedup_vs_greedy"):
+            stats[key] = row[key]
+        if cost is not None:
+            stats["modeled_speedup_vs_greedy"] = modeled_speedup(gens[name], gens["greedy"], cost)
+        texts = [loaded.tokenizer.decode(g.tokens, skip_special_tokens=True) for g in gens[name]]
+        acc = accuracy(texts, rows)
         samples = [
-            sample_record(
-                g, id=p.id, category=p.category, text=loaded.tokenizer.decode(g.tokens, skip_special_tokens=True)
-            )
-            for p, g in zip(prompts, gens[name])
+            sample_record(g, id=p.id, category=p.category, text=t) for p, g, t in zip(prompts, gens[name], texts)
         ]
         result = make_result(
             kind="decode",
-            paper=paper,
+            paper=(papers or {}).get(name, paper),
             run=run or loaded.name,
             model=loaded.name,
             task=prompt_set,
@@ -75,6 +104,7 @@ def decode_prompt_set(
             settings=settings,
             scale=scale,
             config_hash=config_hash,
+            metrics={"accuracy": acc} if acc is not None else None,
         )
         write_result(out, result, samples)
         log.info("%s on %s: %.2f tok/s, %.3f tokens/forward", name, prompt_set, row["tokens_per_s"],
@@ -86,19 +116,43 @@ def decode_rule_job(smk: Any, rows: Sequence[dict], prompt_set: str, **extra: An
     """The body of a decoding rule (`decode_prompts`, `p3_decode`): load the rule's model (wildcard `model`,
     prepared checkpoint `input.model` when there is one) and run `decode_prompt_set` with the rule's
     `params.decoders`, `params.settings`, `params.bench` and `output.results`; `extra`: `paper`, `run`."""
-    import torch
-
-    from .config import config_hash, model_spec
-    from .models import load_model
-
-    loaded = load_model(
-        model_spec(smk.config, smk.wildcards.model),
-        base_dir=smk.input.get("model") or None,
-        device="cuda" if torch.cuda.is_available() else "cpu",
-    )
+    loaded = load_rule_model(smk.config, smk.wildcards.model, smk.input.get("model") or None)
     bench = smk.params.bench
     return decode_prompt_set(
         loaded, rows, decoders=dict(smk.params.decoders), outputs=list(smk.output.results), prompt_set=prompt_set,
         scale=smk.config["scale"], config_hash=config_hash(smk.config), threads=bench["threads"],
         warmup=bench["warmup"], repeats=bench["repeats"], **smk.params.settings, **extra,
+    )
+
+
+def load_rule_model(config: dict, name: str, base_dir: str | None, checkpoint: str | None = None) -> LoadedModel:
+    """Declared model `name` from its prepared directory (or a trained `checkpoint` of it), on CUDA where there
+    is one."""
+    import torch
+
+    return load_model(model_spec(config, name), base_dir=base_dir, checkpoint=checkpoint,
+                      device="cuda" if torch.cuda.is_available() else "cpu")
+
+
+def leaderboard_rule_job(smk: Any, rows: Sequence[dict]) -> dict[str, Any]:
+    """The body of `leaderboard_decode`: the leaderboard model (`input.model`) and every trained checkpoint a row
+    runs on (loaded once each), all rows side by side on `rows` (`params.rows`: `leaderboard.job_rows`), with the
+    modeled speedup, one result file per row (`output.results`, in row order)."""
+    config, base = smk.config, smk.params.model
+    loaded = load_rule_model(config, base, smk.input.get("model") or None)
+    by_checkpoint: dict[str, LoadedModel] = {}
+    models: dict[str, LoadedModel] = {}
+    for r in smk.params.rows:
+        if r["checkpoint"]:
+            if r["checkpoint"] not in by_checkpoint:
+                by_checkpoint[r["checkpoint"]] = load_rule_model(config, r["model"], None, r["checkpoint"])
+            models[r["label"]] = by_checkpoint[r["checkpoint"]]
+    bench = smk.params.bench
+    return decode_prompt_set(
+        loaded, rows, decoders={r["label"]: dict(r["params"]) for r in smk.params.rows},
+        outputs=list(smk.output.results), prompt_set=smk.wildcards.prompt_set, scale=config["scale"],
+        config_hash=config_hash(config), max_new_tokens=smk.params.max_new_tokens,
+        batch_size=smk.params.batch_size, threads=bench["threads"], warmup=bench["warmup"],
+        repeats=bench["repeats"], paper="leaderboard", run=base, models=models,
+        papers={r["label"]: r["paper"] for r in smk.params.rows}, modeled=True,
     )

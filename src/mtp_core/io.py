@@ -17,7 +17,12 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
-class BadRowError(ValueError):
+class InputError(ValueError):
+    """Bad input a user can fix (a file, a row, a config key, a name, a parameter); the message says which. The
+    command line prints it as one line and exits non-zero (`mtp_core.cli`)."""
+
+
+class BadRowError(InputError):
     """A bad input row; the message names the file and the 1-based row number."""
 
     def __init__(self, path: str | os.PathLike, row: int, reason: str):

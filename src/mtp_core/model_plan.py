@@ -11,6 +11,7 @@ One place for these paths, used by the workflow (`model_dir` in common.smk), the
 from __future__ import annotations
 
 from .config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
+from .data.rows import TRAIN_DATA_KINDS, train_data_path
 
 RESULTS = "results"
 MATERIALISED_SOURCES = ("gguf", "tiny")
@@ -31,11 +32,11 @@ def base_stamp(config: dict, name: str) -> str | None:
     """For a fine-tuned model: the trajectory hash of its training (its base's stamp included, recursively),
     so a training that starts from it is stamped differently once it is retrained (`launch.trajectory_hash`
     then supersedes the old state instead of resuming it); None for other sources, whose spec identifies them."""
-    from .train.launch import METHODS, trajectory_hash
+    from .train.launch import get_method, trajectory_hash
 
     if config["models"][name]["source"] != FINETUNED:
         return None
-    return trajectory_hash("sft", METHODS["sft"].entry, finetune_settings(config, name))
+    return trajectory_hash("sft", get_method("sft").entry, finetune_settings(config, name))
 
 
 def with_base_stamp(settings: dict, config: dict, name: str) -> dict:
@@ -63,13 +64,11 @@ def finetune_record(name: str) -> str:
 
 
 def finetune_settings(config: dict, name: str) -> dict:
-    """Settings of `mtp_core.train.launch --method sft` for fine-tuned model `name`: the base model's spec and
+    """Settings of `mtp-repro train --method sft` for fine-tuned model `name`: the base model's spec and
     checkpoint directory (and `base_stamp` when the base is fine-tuned too), the dataset's train rows, `train`
     (threads default to the config's) and `sft`."""
     if config["models"][name]["source"] != FINETUNED:
         raise ValueError(f"model {name!r} is not a fine-tuned model (source {config['models'][name]['source']!r})")
-    from .p1_plan import train_data_path
-
     spec = config["models"][name]
     base = spec["base"]
     return with_base_stamp({
@@ -82,6 +81,11 @@ def finetune_settings(config: dict, name: str) -> dict:
     }, config, base)
 
 
+def finetune_from_config(config: dict, name: str) -> tuple[dict, dict]:
+    """The launcher's resolver of method `sft`: settings and launcher settings of fine-tuned model `name`."""
+    return finetune_settings(config, name), launcher_settings(config, name)
+
+
 def launcher_settings(config: dict, name: str) -> dict:
     """The top-level `launcher`, then the model's own `launcher`, merged key by key."""
     return deep_merge(config.get("launcher") or {}, config["models"][name].get("launcher"))
@@ -91,7 +95,6 @@ def check(config: dict) -> None:
     """Fine-tuned models: `base` is another declared model (no cycles), `dataset` a declared math or conversation
     dataset, `chat_template` says how it was trained (the base's flag under sft.template auto), `train` / `sft`
     / `launcher` build their configs. Raises ConfigError naming the key."""
-    from .p1_plan import TRAIN_DATA_KINDS
     from .train.config import TrainConfig
     from .train.launch import LauncherConfig
     from .train.sft import SFTConfig

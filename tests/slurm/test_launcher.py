@@ -1,4 +1,4 @@
-"""The training launcher (`python -m mtp_core.train.launch`) on the CI cluster of tests/slurm/start.sh:
+"""The training launcher (`python -m mtp_core.cli train`) on the CI cluster of tests/slurm/start.sh:
 
 * checkpoint/requeue: a running training job (DDP over 2 Slurm tasks, through submitit's
   TorchDistributedEnvironment and gloo) is preempted with submitit's `job._interrupt()` (scancel --signal SIGTERM,
@@ -33,6 +33,7 @@ import torch
 from mtp_core.train.launch import interrupt_job, launch
 
 from ..unit.test_distributed import run_ranks
+from ..toy_method import TOY
 from ..unit.test_launch import _attempts, _curves, _wait_for_step
 from .conftest import ACCOUNT, PARTITION, sacct_jobs
 
@@ -55,7 +56,7 @@ def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
 
     def run():
         try:
-            box["result"] = launch(out, "toy", settings, _launcher(name, tasks_per_node=2))
+            box["result"] = launch(out, TOY, settings, _launcher(name, tasks_per_node=2))
         except BaseException as e:  # noqa: BLE001 - re-raised below
             box["error"] = e
 
@@ -103,7 +104,7 @@ def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
 
 def _toy_ddp(rank, world, settings, run_dir):
     from mtp_core.train import DDPDist
-    from mtp_core.train.launch import toy_entry
+    from ..toy_method import toy_entry
 
     toy_entry(settings, run_dir, dist=DDPDist(), device=torch.device("cpu"))
 
@@ -126,7 +127,7 @@ rule train:
         launcher=json.dumps(LAUNCHER),
         settings=json.dumps(SETTINGS),
     shell:
-        "{python} -m mtp_core.train.launch --output {{output}} --method toy "
+        "{python} -m mtp_core.cli train --output {{output}} --method tests.toy_method:METHOD "
         "--run-dir results/train/toy/{{wildcards.run}} "
         "--settings {{params.settings:q}} --launcher {{params.launcher:q}} 2> {{log}}"
 """

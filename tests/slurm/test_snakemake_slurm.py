@@ -6,7 +6,7 @@ run from the repository root (as users type it) with --directory a temporary dir
 must run as its own Slurm job (checked in sacct through the plugin's job comment `rule_<rule>_wildcards_<wc>`),
 and the GPU rules must get a GPU (AllocTRES gres/gpu=1, CUDA_VISIBLE_DEVICES in the job environment).
 
-Training runs through the launcher: `p1_train` is a local rule whose command (`python -m mtp_core.train.launch`)
+Training runs through the launcher: `p1_train` is a local rule whose command (`python -m mtp_core.cli train`)
 submits the training as a submitit Slurm job of its own and waits for it (`launcher={cluster: slurm}`: the
 profile's `config` entry, repeated here because a `--config` on the command line replaces the profile's).
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 
 import pytest
 
 from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, markdown_table, median_seconds, run_bench
-from mtp_core.cli import decoder_params, main
 from mtp_core.decoding import register_decoder
 from mtp_core.decoding.greedy import GreedyDecoder
 
-from ..conftest import REPO
 
 
 @register_decoder("test-lossy-echo")
@@ -73,49 +69,6 @@ def test_run_bench_reports_every_decoder(tiny_llama):
     assert [len(g.tokens) for g in gens["greedy"]] == [len(g.tokens) for g in gens["hf-greedy"]]
     table = markdown_table(summary)
     assert "| test-broken |" in table and "NO" in table and "lossy" in table
-
-
-def test_decoder_params_from_config_and_overrides():
-    cfg = {"decoding": {"decoders": {"greedy": {"prune_finished": True}}}}
-    got = decoder_params(["greedy", "hf-greedy"], cfg, ["greedy.prune_finished=false", "hf-greedy.x=[1,2]"])
-    assert got == {"greedy": {"prune_finished": False}, "hf-greedy": {"x": [1, 2]}}
-    with pytest.raises(SystemExit):
-        decoder_params(["greedy"], cfg, ["other.k=1"])
-
-
-@pytest.fixture()
-def prepared_tiny(tmp_path, tiny_llama):
-    """A results dir with the tiny config's tiny-llama prepared as Snakemake would."""
-    d = tmp_path / "results/models/base/tiny-llama"
-    tiny_llama.model.save_pretrained(d)
-    tiny_llama.tokenizer.save_pretrained(d)
-    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
-    return tmp_path
-
-
-def test_cli_bench_and_generate(prepared_tiny, capsys):
-    out = prepared_tiny / "bench.json"
-    main(["bench", "--config", str(REPO / "config/tiny.yaml"), "--model", "tiny-llama",
-          "--results", str(prepared_tiny / "results"), "--prompts", str(prepared_tiny / "p.jsonl"),
-          "--decoders", "greedy,hf-greedy", "--n", "2", "--max-new-tokens", "6", "--batch-size", "2",
-          "--repeats", "1", "--json", str(out)])
-    printed = capsys.readouterr().out
-    assert "| greedy |" in printed and "| hf-greedy |" in printed
-    summary = json.loads(out.read_text())
-    assert summary["n_prompts"] == 2 and summary["decoders"]["hf-greedy"]["identical_to_greedy"] is True
-
-    main(["generate", "--config", str(REPO / "config/tiny.yaml"), "--model", "tiny-llama",
-          "--results", str(prepared_tiny / "results"), "--prompt", "hi", "--max-new-tokens", "5"])
-    printed = capsys.readouterr().out
-    assert "step    0  +1" in printed and "tokens/forward" in printed
-
-
-def test_cli_errors_are_clear(tmp_path):
-    with pytest.raises(SystemExit, match="not prepared yet"):
-        main(["generate", "--config", str(REPO / "config/tiny.yaml"), "--model", "tiny-llama",
-              "--results", str(tmp_path), "--prompt", "hi"])
-    with pytest.raises(SystemExit, match="not declared"):
-        main(["generate", "--config", str(REPO / "config/tiny.yaml"), "--model", "nope", "--prompt", "hi"])
 
 
 def test_labels_let_one_method_run_with_several_settings(tiny_llama):

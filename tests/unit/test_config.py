@@ -8,7 +8,8 @@ import copy
 import pytest
 import yaml
 
-from mtp_core.config import ConfigError, config_hash, load_config, validate_config
+from mtp_core.config import ConfigError, config_hash
+from mtp_core.validation import load_config, validate_config
 
 from ..conftest import REPO
 

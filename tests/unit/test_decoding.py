@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from mtp_core.decoding import DECODERS, StopCriteria, build_decoder
+from mtp_core.decoding import StopCriteria, build_decoder, decoders
 from mtp_core.decoding.batch import left_pad, positions_from_mask
 from mtp_core.decoding.cache import crop_cache
 from mtp_core.decoding.stopping import StopTracker
@@ -27,8 +27,8 @@ def hf_reference(loaded, prompts, max_new, stop):
 
 
 def test_registry_has_reference_decoders():
-    assert {"greedy", "hf-greedy"} <= set(DECODERS)
-    assert DECODERS["greedy"].lossless
+    assert {"greedy", "hf-greedy"} <= set(decoders())
+    assert decoders()["greedy"].lossless
 
 
 @pytest.mark.parametrize("batch", [1, 3, 8])

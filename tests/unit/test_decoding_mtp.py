@@ -13,9 +13,9 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from mtp_core.decoding import DECODERS, StopCriteria, build_decoder
-from mtp_core.decoding.mtp import ConfAdaptDecoder, MaskMTPDecoder, accept_count, compact_cache, top1_confidence
-from mtp_core.mask_token import add_mask_token
+from mtp_core.decoding import StopCriteria, build_decoder, decoders
+from mtp_core.papers.p1.decoders import ConfAdaptDecoder, MaskMTPDecoder, accept_count, compact_cache, top1_confidence
+from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.models import tiny_model, tiny_tokenizer
 
 from ..conftest import tiny_spec
@@ -153,8 +153,8 @@ def test_top1_confidence_is_per_position_softmax_max():
 
 
 def test_registered_and_lossy():
-    assert DECODERS["static-k"].lossless is False and DECODERS["conf-adapt"].lossless is False
-    assert issubclass(DECODERS["static-k"], MaskMTPDecoder) and DECODERS["conf-adapt"] is ConfAdaptDecoder
+    assert decoders()["static-k"].lossless is False and decoders()["conf-adapt"].lossless is False
+    assert issubclass(decoders()["static-k"], MaskMTPDecoder) and decoders()["conf-adapt"] is ConfAdaptDecoder
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5])

@@ -101,7 +101,7 @@ def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
     if strategy == "fsdp":
         full = dist_obj.model_state_dict(model)  # collective
         info["teacher_full"] = dist_obj.model_state_dict(step.teacher)
-        from mtp_core.train.p1 import fingerprint
+        from mtp_core.papers.p1.train import fingerprint
         if rank == 0:
             t = _setup()[2].teacher  # a fresh teacher of the same base weights
             t.load_state_dict(info["teacher_full"])

@@ -9,7 +9,8 @@ import lm_eval
 import pytest
 from lm_eval.api.instance import Instance
 
-from mtp_core.config import REPO_ROOT, load_config
+from mtp_core.config import REPO_ROOT
+from mtp_core.validation import load_config
 from mtp_core.decoding import Decoder, GenerationResult, StopCriteria
 from mtp_core.decoding.stopping import StopTracker
 from mtp_core.evaluate import (

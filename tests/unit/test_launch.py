@@ -1,4 +1,4 @@
-"""The training launcher (`python -m mtp_core.train.launch`) without Slurm: submitit's local executor (a subprocess
+"""The training launcher (`python -m mtp_core.cli train`) without Slurm: submitit's local executor (a subprocess
 per task) and debug executor (in this process).
 
 * submit -> result -> the output written only on success; a failing trainer -> a clear error (the job's traceback
@@ -30,15 +30,11 @@ import pytest
 import torch
 
 from mtp_core.train import SAVE, StopTraining, read_curves, train
-from mtp_core.train.launch import (
-    LaunchError,
-    LauncherConfig,
-    interrupt_job,
-    launch,
-    main,
-    p1_from_config,
-)
+from mtp_core.train.launch import LaunchError, LauncherConfig, interrupt_job, launch
+from mtp_core.cli import main as cli_main
 from mtp_core.train.loop import WALL_CLOCK_COLUMNS
+
+from ..toy_method import TOY, ToyData
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -100,10 +96,8 @@ class _Toy:
 
 
 def _toy_model_and_data():
-    from mtp_core.train.launch import _ToyData
-
     torch.manual_seed(0)
-    return torch.nn.Linear(4, 1), _ToyData(24, 4, 0)
+    return torch.nn.Linear(4, 1), ToyData(24, 4, 0)
 
 
 def test_loop_save_and_stop_hooks_resume_bit_exact(tmp_path):
@@ -139,7 +133,7 @@ def test_loop_save_and_stop_hooks_resume_bit_exact(tmp_path):
 
 def test_local_submit_result_and_output(tmp_path):
     out = tmp_path / "run" / "train.json"
-    res = launch(out, "toy", toy(), {"cluster": "local", **FAST})
+    res = launch(out, TOY, toy(), {"cluster": "local", **FAST})
     assert out.exists() and json.loads(out.read_text()) == res
     assert res["steps"] == 12 and res["resumed_from"] == 0 and res["cluster"] == "local"
     assert res["final_dir"] == str(out.parent / "model") and (out.parent / "model" / "model.pt").exists()
@@ -157,9 +151,9 @@ def test_failing_trainer_gives_traceback_and_log_path_and_no_output(tmp_path, ca
     """Through the CLI: exit code 1, stderr (the rule's log) has the job's traceback and the submitit log paths; the
     declared output is not written; the next run submits a new job (a failed job is never re-attached)."""
     out = tmp_path / "run" / "train.json"
-    argv = ["--output", str(out), "--method", "toy", "--settings", json.dumps(toy(fail_at_step=3)),
+    argv = ["--output", str(out), "--method", TOY, "--settings", json.dumps(toy(fail_at_step=3)),
             "--cluster", "local", "--launcher", json.dumps(FAST)]
-    assert main(argv) == 1
+    assert cli_main(["train", *argv]) == 1
     err = capsys.readouterr().err
     job_id = _job(out)["job_id"]
     log_err = out.parent / "train.json.submitit" / job_id / f"{job_id}_0_log.err"
@@ -168,17 +162,17 @@ def test_failing_trainer_gives_traceback_and_log_path_and_no_output(tmp_path, ca
     assert not out.exists()
     cost = json.loads(out.with_name("train.json.cost.json").read_text())
     assert cost["jobs"][0]["attempts"][0]["status"].startswith("failed: RuntimeError")
-    assert main(argv) == 1
+    assert cli_main(["train", *argv]) == 1
     assert "new submission" in capsys.readouterr().err and len(_job(out)["submissions"]) == 2
 
 
 def test_debug_cluster_runs_in_process(tmp_path, capsys):
     out = tmp_path / "run" / "train.json"
-    res = launch(out, "toy", toy(), {"cluster": "debug"})
+    res = launch(out, TOY, toy(), {"cluster": "debug"})
     assert res["steps"] == 12 and res["job_id"].startswith("DEBUG_") and out.exists()
     bad = tmp_path / "bad" / "train.json"
     with pytest.raises(LaunchError, match="failing on purpose at step 2") as e:
-        launch(bad, "toy", toy(fail_at_step=2), {"cluster": "debug"})
+        launch(bad, TOY, toy(fail_at_step=2), {"cluster": "debug"})
     assert "submitit logs" in str(e.value) and not bad.exists()
     assert "pdb skipped" in capsys.readouterr().err
 
@@ -187,8 +181,8 @@ def test_debug_cluster_runs_in_process(tmp_path, capsys):
 def test_debug_cluster_group_of_one(tmp_path, strategy):
     """strategy ddp/fsdp with one process still builds a (gloo) group of one through TorchDistributedEnvironment:
     the DDP/FSDP2 code paths run in the launcher's own process and give the single-process weights."""
-    plain = launch(tmp_path / "plain" / "train.json", "toy", toy(), {"cluster": "debug", "threads": 1})
-    res = launch(tmp_path / "one" / "train.json", "toy", toy(), {"cluster": "debug", "threads": 1, "strategy": strategy})
+    plain = launch(tmp_path / "plain" / "train.json", TOY, toy(), {"cluster": "debug", "threads": 1})
+    res = launch(tmp_path / "one" / "train.json", TOY, toy(), {"cluster": "debug", "threads": 1, "strategy": strategy})
     assert res["attempts"][0]["strategy"] == strategy and res["attempts"][0]["backend"] == "gloo"
     assert "attempts" not in res["result"] and "attempts" not in res["cost"]  # the record lists them once
     assert not torch.distributed.is_initialized() and "MASTER_PORT" not in os.environ
@@ -197,7 +191,7 @@ def test_debug_cluster_group_of_one(tmp_path, strategy):
 
 
 def _launch_in_child(out, settings, launcher):
-    launch(out, "toy", settings, launcher)
+    launch(out, TOY, settings, launcher)
 
 
 def test_reattach_after_the_launcher_is_killed_submits_once(tmp_path, capsys):
@@ -213,15 +207,15 @@ def test_reattach_after_the_launcher_is_killed_submits_once(tmp_path, capsys):
     first.join()
     job_id = _job(out)["job_id"]
     assert not out.exists()
-    res = launch(out, "toy", settings, launcher)  # launcher 2
+    res = launch(out, TOY, settings, launcher)  # launcher 2
     assert "re-attaching to job" in capsys.readouterr().err
     assert res["job_id"] == job_id and res["steps"] == 30 and out.exists()
-    again = launch(out, "toy", settings, launcher)  # launcher 3: the job is over, its result is read
+    again = launch(out, TOY, settings, launcher)  # launcher 3: the job is over, its result is read
     assert "its result is there" in capsys.readouterr().err and again["job_id"] == job_id
     assert [s["job_id"] for s in _job(out)["submissions"]] == [job_id] and _job_dirs(out) == [job_id]
     assert [a["status"] for a in _attempts(out.parent)] == ["completed"]
     # other settings never re-attach to a job (here: a finished one, so a new job is submitted)
-    other = launch(out, "toy", toy(step_sleep_s=0.1, train={"max_steps": 31}), launcher)
+    other = launch(out, TOY, toy(step_sleep_s=0.1, train={"max_steps": 31}), launcher)
     assert other["job_id"] != job_id and len(_job(out)["submissions"]) == 2
 
 
@@ -230,11 +224,11 @@ def test_finished_job_whose_model_is_gone_is_not_reattached(tmp_path, capsys):
     (its result names a model that no longer exists); a new job resumes from the last checkpoint and re-exports."""
     out = tmp_path / "run" / "train.json"
     settings, launcher = toy(), {"cluster": "local", **FAST}
-    first = launch(out, "toy", settings, launcher)
+    first = launch(out, TOY, settings, launcher)
     weights = _weights(out.parent)
     shutil.rmtree(out.parent / "model")
     out.unlink()
-    second = launch(out, "toy", settings, launcher)
+    second = launch(out, TOY, settings, launcher)
     assert "is gone: new submission" in capsys.readouterr().err
     assert second["job_id"] != first["job_id"] and second["resumed_from"] == 12 and second["steps"] == 12
     assert all(torch.equal(weights[k], v) for k, v in _weights(out.parent).items())
@@ -245,24 +239,24 @@ def test_changed_recipe_never_resumes_the_old_state(tmp_path, capsys):
     (resume), a longer constant-schedule run continues the shorter one, and a changed recipe starts from step 0
     with the old state moved to superseded/ (kept), ending with the weights of a fresh training."""
     out, launcher = tmp_path / "run" / "train.json", {"cluster": "debug", "threads": 1}
-    launch(out, "toy", toy(), launcher)
-    assert launch(out, "toy", toy(train={"log_every": 3, "checkpoint_every": 4}), launcher)["resumed_from"] == 12
-    longer = launch(out, "toy", toy(train={"max_steps": 14}), launcher)
+    launch(out, TOY, toy(), launcher)
+    assert launch(out, TOY, toy(train={"log_every": 3, "checkpoint_every": 4}), launcher)["resumed_from"] == 12
+    longer = launch(out, TOY, toy(train={"max_steps": 14}), launcher)
     assert (longer["resumed_from"], longer["steps"]) == (12, 14)
     assert "training starts from step 0" not in capsys.readouterr().err
-    fresh = launch(out, "toy", toy(train={"max_steps": 14, "lr": 0.01}), launcher)
+    fresh = launch(out, TOY, toy(train={"max_steps": 14, "lr": 0.01}), launcher)
     assert fresh["resumed_from"] == 0 and "training starts from step 0" in capsys.readouterr().err
     [old] = list((out.parent / "superseded").iterdir())
     assert (old / "checkpoints").is_dir() and (old / "curves.csv").is_file() and not (old / "train.json").exists()
     ref = tmp_path / "ref" / "train.json"
-    launch(ref, "toy", toy(train={"max_steps": 14, "lr": 0.01}), launcher)
+    launch(ref, TOY, toy(train={"max_steps": 14, "lr": 0.01}), launcher)
     w1, w2 = _weights(out.parent), _weights(ref.parent)
     assert all(torch.equal(w1[k], w2[k]) for k in w1)
 
 
 def _launch_in_thread(out, settings, launcher, box):
     try:
-        box["result"] = launch(out, "toy", settings, launcher)
+        box["result"] = launch(out, TOY, settings, launcher)
     except BaseException as e:  # noqa: BLE001 - re-raised by the test
         box["error"] = e
 
@@ -303,7 +297,7 @@ def test_preemption_requeues_resumes_and_matches_uninterrupted(tmp_path, capsys)
     t.join(120)
     assert "error" not in box, box.get("error")
     res = box["result"]
-    ref = launch(tmp_path / "ref" / "train.json", "toy", {**settings, "step_sleep_s": 0.0, "startup_sleep_s": 0.0},
+    ref = launch(tmp_path / "ref" / "train.json", TOY, {**settings, "step_sleep_s": 0.0, "startup_sleep_s": 0.0},
                  {"cluster": "debug", "threads": 1})  # the sleeps change no arithmetic
 
     a = _attempts(out.parent)
@@ -332,7 +326,7 @@ def test_two_local_tasks_match_one_process(tmp_path, strategy):
     (2 micro-batches of 2 per task) give the curve and weights of 1 process with 4 micro-batches. The DDP run is
     preempted half-way: the stop is agreed by all-reduce, both ranks leave, both restart and resume."""
     settings = toy(step_sleep_s=0.05 if strategy == "ddp" else 0.0, train={"max_steps": 30, "checkpoint_every": 10})
-    launch(tmp_path / "one" / "train.json", "toy", {**settings, "step_sleep_s": 0.0}, {"cluster": "debug", "threads": 1})
+    launch(tmp_path / "one" / "train.json", TOY, {**settings, "step_sleep_s": 0.0}, {"cluster": "debug", "threads": 1})
     out = tmp_path / "two" / "train.json"
     launcher = {"cluster": "local", "tasks_per_node": 2, "strategy": strategy, **FAST}
     if strategy == "ddp":
@@ -345,7 +339,7 @@ def test_two_local_tasks_match_one_process(tmp_path, strategy):
         assert "error" not in box, box.get("error")
         assert [x["status"] for x in _attempts(out.parent)] == ["preempted", "completed"]
     else:
-        launch(out, "toy", settings, launcher)
+        launch(out, TOY, settings, launcher)
     a = _attempts(out.parent)
     assert all(x["world_size"] == 2 and x["strategy"] == strategy and x["backend"] == "gloo" for x in a)
     one, two = _curves(tmp_path / "one"), _curves(tmp_path / "two")
@@ -369,15 +363,15 @@ def test_settings_are_checked_before_anything_is_submitted(tmp_path, capsys):
     with pytest.raises(ValueError, match="debug cluster runs one process"):
         LauncherConfig.from_dict({"cluster": "debug", "tasks_per_node": 2})
     with pytest.raises(ValueError, match="not divisible by world_size 3"):
-        launch(out, "toy", toy(), {"cluster": "local", "tasks_per_node": 3})
+        launch(out, TOY, toy(), {"cluster": "local", "tasks_per_node": 3})
     with pytest.raises(ValueError, match="toy settings: unknown setting"):
-        launch(out, "toy", {**toy(), "lr": 1}, {"cluster": "local"})
+        launch(out, TOY, {**toy(), "lr": 1}, {"cluster": "local"})
     with pytest.raises(ValueError, match="unknown training method"):
         launch(out, "p9", toy(), {"cluster": "local"})
     assert not out.with_name("train.json.job.json").exists()
-    assert main(["--output", str(out), "--method", "toy", "--settings", json.dumps(toy()), "--set", "gpus=2"]) == 2
+    assert cli_main(["train", "--output", str(out), "--method", TOY, "--settings", json.dumps(toy()), "--set", "gpus=2"]) == 2
     assert "unknown key(s) gpus" in capsys.readouterr().err
-    assert main(["--output", str(out), "--method", "toy", "--settings", json.dumps(toy()), "--cluster", "slurm",
+    assert cli_main(["train", "--output", str(out), "--method", TOY, "--settings", json.dumps(toy()), "--cluster", "slurm",
                  "--partition", "gpu", "--set", 'slurm_additional_parameters={"requeue": true}', "--dry-run"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["launcher"]["cluster"] == "slurm" and shown["launcher"]["partition"] == "gpu"
@@ -389,7 +383,8 @@ def test_slurm_executor_parameters(tmp_path, monkeypatch):
     fall back to the slurm/ profile's environment variables."""
     from submitit.slurm.slurm import SlurmExecutor
 
-    from mtp_core.train.launch import _executor, _Paths
+    from mtp_core.train.launch.records import Paths
+    from mtp_core.train.launch.submit import _executor
 
     monkeypatch.setattr(SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # submitit wants `srun` on PATH
     monkeypatch.setenv("MTP_SLURM_PARTITION", "cpu-part")
@@ -397,13 +392,13 @@ def test_slurm_executor_parameters(tmp_path, monkeypatch):
     monkeypatch.setenv("MTP_SLURM_ACCOUNT", "site-acct")
     for gpus, part in ((0, "cpu-part"), (1, "gpu-part")):
         cfg = LauncherConfig.from_dict({"cluster": "slurm", "gpus_per_node": gpus})
-        text = _executor(cfg, _Paths(tmp_path / "e.json", tmp_path), "x")._executor._make_submission_file_text("c", "u")
+        text = _executor(cfg, Paths(tmp_path / "e.json", tmp_path), "x")._executor._make_submission_file_text("c", "u")
         assert f"#SBATCH --partition={part}" in text and "#SBATCH --account=site-acct" in text
 
     cfg = LauncherConfig.from_dict({"cluster": "slurm", "nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4,
                                     "cpus_per_task": 8, "mem_gb": 64, "timeout_min": 120, "partition": "gpu",
                                     "account": "proj", "slurm_additional_parameters": {"requeue": True}})
-    ex = _executor(cfg, _Paths(tmp_path / "o.json", tmp_path), "train-p1-main")
+    ex = _executor(cfg, Paths(tmp_path / "o.json", tmp_path), "train-p1-main")
     text = ex._executor._make_submission_file_text("python -u -m submitit.core._submit x", "uid")
     for line in ("--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--cpus-per-task=8", "--mem=64GB",
                  "--time=120", "--partition=gpu", "--account=proj", "--requeue", "--signal=USR2@90",
@@ -412,12 +407,12 @@ def test_slurm_executor_parameters(tmp_path, monkeypatch):
 
 
 def test_p1_settings_from_config(tmp_path, capsys):
-    """`--config FILE --run NAME`: the run's settings are `p1_plan.run_settings` (what the training rule passes),
+    """`--config FILE --run NAME --method p1`: the run's settings are `p1_plan.run_settings` (what the training rule passes),
     its launcher settings the top-level `launcher` < `papers.p1.launcher` < the run's `launcher`."""
     import yaml
 
-    from mtp_core import p1_plan
-    from mtp_core.config import load_config
+    from mtp_core.papers.p1 import plan as p1_plan
+    from mtp_core.validation import load_config
 
     from ..conftest import REPO
 
@@ -428,15 +423,16 @@ def test_p1_settings_from_config(tmp_path, capsys):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     config = load_config(path)
-    settings, launcher = p1_from_config(config, "main")
+    settings, launcher = p1_plan.from_config(config, "main")
     assert settings == p1_plan.run_settings(config, "main")
     assert settings["model"]["name"] == raw["papers"]["p1"]["model"] and settings["p1"]["k_max"] == 4
     assert launcher == {"cluster": "local", "timeout_min": 30, "tasks_per_node": 2, "poll_s": 3, "threads": 2}
     assert settings["train"]["threads"] == raw["threads"]  # the trainer uses the config's `threads`, as every job does
     with pytest.raises(ValueError, match="no run 'other'"):
-        p1_from_config(config, "other")
+        p1_plan.from_config(config, "other")
     out = tmp_path / "run" / "launch.json"
-    assert main(["--output", str(out), "--config", str(path), "--run", "main", "--nodes", "1", "--dry-run"]) == 0
+    assert cli_main(["train", "--output", str(out), "--method", "p1", "--config", str(path), "--run", "main", "--nodes", "1",
+                 "--dry-run"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["settings"]["data"] == "results/data/math/train.jsonl"
     assert shown["launcher"]["tasks_per_node"] == 2 and shown["launcher"]["timeout_min"] == 30

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from mtp_core.decoding import DECODERS, StopCriteria, build_decoder
+from mtp_core.decoding import StopCriteria, build_decoder, decoders
 from mtp_core.decoding.lookahead import LookaheadDecoder, jacobi_step, window_parents
 from mtp_core.decoding.ngram import NGramPool
 from mtp_core.decoding.tree import TreeContext, tree_forward
@@ -71,7 +71,7 @@ def test_window_logits_equal_plain_forward(tiny_llama):
 
 def test_registered_and_validated(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
-    assert DECODERS["lookahead"] is LookaheadDecoder and LookaheadDecoder.lossless
+    assert decoders()["lookahead"] is LookaheadDecoder and LookaheadDecoder.lossless
     d = build_decoder("lookahead", model, tok)
     assert (d.n, d.w, d.g, d.bc) == (4, 4, 4, 25)  # bc 30 at N = 4: W = G = 29 // 6
     d = build_decoder("lookahead", model, tok, bc=60, ngram=5)

@@ -1,4 +1,4 @@
-"""Paper 3, Figure 2's analysis (mtp_core.mask_alignment) on a tiny model: the one-forward layout against a
+"""Paper 3, Figure 2's analysis (mtp_core.papers.p3.alignment) on a tiny model: the one-forward layout against a
 brute-force forward per mask, the acceptance flag, and the per-layer summary."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from mtp_core.decoding import build_decoder
-from mtp_core.decoding.probing import ProbingDecoder
-from mtp_core.mask_alignment import (
+from mtp_core.papers.p3.probing import ProbingDecoder
+from mtp_core.papers.p3.alignment import (
     alignment_rows, layer_curves, mask_embeddings, probe_hidden_states, probe_layout, summarize,
 )
 

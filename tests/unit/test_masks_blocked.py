@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from mtp_core.masks.blocked import blocked_layout, build_blocked_batch, draw_k_offset
+from mtp_core.papers.p1.masks import blocked_layout, build_blocked_batch, draw_k_offset
 
 MASK, PAD, EOS = 1, 2, 5
 

@@ -11,8 +11,8 @@ import random
 import pytest
 import torch
 
-from mtp_core.decoding import DECODERS, StopCriteria, build_decoder
-from mtp_core.decoding.draft_trees import (
+from mtp_core.decoding import StopCriteria, build_decoder, decoders
+from mtp_core.papers.p3.draft_trees import (
     ProbeCandidates,
     anchored_mask_logits,
     dynamic_counts,
@@ -26,7 +26,7 @@ from mtp_core.decoding.draft_trees import (
     top1_candidates,
     tree_nodes,
 )
-from mtp_core.decoding.probing import (
+from mtp_core.papers.p3.probing import (
     HitStats,
     ProbingDecoder,
     ema_update,
@@ -303,7 +303,7 @@ def test_lossless_every_strategy_and_tree(tiny_loaded, batch):
 
 def test_registered_and_validated(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
-    assert DECODERS["probing"] is ProbingDecoder and ProbingDecoder.lossless
+    assert decoders()["probing"] is ProbingDecoder and ProbingDecoder.lossless
     d = build_decoder("probing", model, tok)
     assert (d.strategy, d.m, d.bc, d.expansion, d.max_nodes, d.topk, d.prune) == (
         "prompt_mean", 1, 30, "dynamic", 14, 14, True

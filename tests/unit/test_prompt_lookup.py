@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtp_core.decoding import DECODERS, StopCriteria, build_decoder
+from mtp_core.decoding import StopCriteria, build_decoder, decoders
 from mtp_core.decoding.prompt_lookup import PromptLookupDecoder, prompt_lookup_draft
 
 from .drafting import check_lossless, check_stop_strings_lossless, repetitive_prompts
@@ -34,7 +34,7 @@ def test_lookup_rules():
 
 
 def test_registered_and_validated(tiny_llama):
-    assert DECODERS["prompt-lookup"] is PromptLookupDecoder and PromptLookupDecoder.lossless
+    assert decoders()["prompt-lookup"] is PromptLookupDecoder and PromptLookupDecoder.lossless
     d = build_decoder("prompt-lookup", tiny_llama.model, tiny_llama.tokenizer, num_draft=5)
     assert d.describe()["params"] == {"num_draft": 5} and (d.max_ngram, d.min_ngram, d.num_draft) == (3, 1, 5)
     with pytest.raises(ValueError, match="min_ngram"):

@@ -1,5 +1,5 @@
-"""Paper 1's tables and figures (mtp_core.report.p1) from synthetic result JSONs, the Figure-6 analysis on a
-tiny model (mtp_core.analysis), the experiment plan (mtp_core.p1_plan) and the conversation rows of the Magpie
+"""Paper 1's tables and figures (mtp_core.papers.p1.report) from synthetic result JSONs, the Figure-6 analysis on a
+tiny model (mtp_core.papers.p1.confidence), the experiment plan (mtp_core.papers.p1.plan) and the conversation rows of the Magpie
 ablation (mtp_core.data.conversations)."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from mtp_core import p1_plan
-from mtp_core.config import ConfigError, load_config
+from mtp_core.papers.p1 import PAPER
+from mtp_core.papers.p1 import plan as p1_plan
+from mtp_core.config import ConfigError
+from mtp_core.validation import load_config
 from mtp_core.report import TABLES, FIGURES, load_results, write_table
-from mtp_core.report.p1 import (
+from mtp_core.papers.p1.report import (
     BASELINE_LABEL, classify, confidence_figure, dynamics_figure, is_percent, p1_frame, p1_table, pareto_figure,
     setting_label,
 )
@@ -146,11 +148,6 @@ def test_checkpoint_results_are_not_table_rows(tmp_path):
     assert table.data.set_index("setting").loc["Static k=1", "gsm8k_cot Acc. (%)"] == pytest.approx(66.0)
 
 
-def test_registries_hold_paper_1_builders():
-    assert TABLES["p1"] is p1_table
-    assert FIGURES["p1_pareto"] is pareto_figure and FIGURES["p1_dynamics"] is dynamics_figure
-
-
 def test_pareto_and_dynamics_figures(tmp_path):
     paths = sweep_results(tmp_path, "main", "gsm8k_cot")
     for step in (0, 50):
@@ -186,8 +183,8 @@ def test_confidence_figure(tmp_path):
 
 
 def test_confidence_analysis_on_a_tiny_model(tiny_llama):
-    from mtp_core.analysis import COLUMNS, binned, confidence_vs_teacher_loss, correlations
-    from mtp_core.mask_token import add_mask_token
+    from mtp_core.papers.p1.confidence import COLUMNS, binned, confidence_vs_teacher_loss, correlations
+    from mtp_core.papers.p1.mask_token import add_mask_token
 
     model, tok = copy.deepcopy(tiny_llama.model), copy.deepcopy(tiny_llama.tokenizer)
     mask_id = add_mask_token(model, tok)
@@ -276,7 +273,7 @@ def test_plan_check_names_the_bad_key(tiny_config, edit, message):
 @pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml", "config/tiny.yaml"])
 def test_every_scale_enables_paper_1_with_a_valid_plan(config):
     cfg = load_config(REPO / config)
-    assert p1_plan.enabled(cfg)
+    assert PAPER.enabled(cfg)
     p1_plan.check(cfg)
     assert "main" in p1_plan.run_names(cfg)
     for name in (*p1_plan.TABLES, *p1_plan.FIGURES):

@@ -1,4 +1,4 @@
-"""Paper 3's experiment plan (mtp_core.p3_plan) and its tables and figures (mtp_core.report.p3) from synthetic
+"""Paper 3's experiment plan (mtp_core.papers.p3.plan) and its tables and figures (mtp_core.papers.p3.report) from synthetic
 result JSONs."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mtp_core import p3_plan
-from mtp_core.config import ConfigError, load_config, validate_config
+from mtp_core.data.prompts import first_per_category
+from mtp_core.papers.p3 import plan as p3_plan
+from mtp_core.config import ConfigError
+from mtp_core.validation import load_config, validate_config
 from mtp_core.report import load_results, write_table
-from mtp_core.report.p3 import REFERENCE_TITLE, alignment_figure, category_figure, p3_table
+from mtp_core.papers.p3.report import REFERENCE_TITLE, alignment_figure, category_figure, p3_table
 from mtp_core.results import make_result, write_result
 
 from ..conftest import REPO
@@ -70,10 +72,10 @@ def test_plan_jobs_settings_and_files(tiny_cfg):
     assert p3_plan.target_files("fig2") == ["results/figures/p3/fig2.png", "results/figures/p3/fig2.pdf"]
 
 
-def test_select_rows_takes_first_per_category():
+def test_first_per_category():
     rows = [{"id": i, "category": c} for i, c in enumerate("aabbbac")]
-    assert [r["id"] for r in p3_plan.select_rows(rows, 2)] == [0, 1, 2, 3, 6]
-    assert len(p3_plan.select_rows(rows, None)) == 7
+    assert [r["id"] for r in first_per_category(rows, 2)] == [0, 1, 2, 3, 6]
+    assert len(first_per_category(rows, None)) == 7
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -12,12 +12,13 @@ import torch
 import torch.nn.functional as F
 
 from mtp_core import model_plan
-from mtp_core.config import ConfigError, load_config
+from mtp_core.config import ConfigError
+from mtp_core.validation import load_config
 from mtp_core.models import tiny_model, tiny_tokenizer
 from mtp_core.train import MicroBatchSpec, TrainConfig, train
 from mtp_core.train.launch import launch
-from mtp_core.train.p1 import render_example
-from mtp_core.train.sft import IGNORE, SFTBatches, SFTConfig, SFTStep, encode_rows, render_prompt, sft_loss
+from mtp_core.data.rows import render_example, render_prompt
+from mtp_core.train.sft import IGNORE, SFTBatches, SFTConfig, SFTStep, encode_rows, sft_loss
 
 from ..conftest import REPO, tiny_spec
 
@@ -141,7 +142,7 @@ def test_model_plan_paths_and_settings(tmp_path):
 def test_retraining_a_finetuned_base_changes_the_stamp_of_what_trains_from_it():
     """`base_stamp` (launch.trajectory_hash of the fine-tune) enters the settings of trainings from a fine-tuned
     model, so a retrained base supersedes their old state instead of resuming it; threads do not count."""
-    from mtp_core import p1_plan
+    from mtp_core.papers.p1 import plan as p1_plan
 
     config = load_config(REPO / "config" / "tiny.yaml")
     config["models"]["tiny-qwen3-math2"] = {**copy.deepcopy(config["models"]["tiny-qwen3-math"]), "base": "tiny-qwen3-math"}

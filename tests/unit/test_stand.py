@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mtp_core.decoding import DECODERS, StopCriteria, build_decoder
+from mtp_core.decoding import StopCriteria, build_decoder, decoders
 from mtp_core.decoding.ngram import NGramMemory, best_first_paths, nodes_by_depth, row_trie, union_tree
 from mtp_core.decoding.stand import StandDecoder
 
@@ -115,7 +115,7 @@ def test_memory_follows_model_distributions(tiny_llama):
 
 def test_registered_and_validated(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
-    assert DECODERS["stand"] is StandDecoder and StandDecoder.lossless
+    assert decoders()["stand"] is StandDecoder and StandDecoder.lossless
     d = build_decoder("stand", model, tok)
     assert (d.bc, d.branch, d.max_depth, d.order, d.memory_topk, d.sampling) == (30, 4, 8, 4, 10, "gumbel")
     for bad, msg in [(dict(bc=1), "bc"), (dict(order=1), "order"), (dict(branch=0), "branch"),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mtp_core.mask_token import MTP_TOKEN, add_mask_token
+from mtp_core.papers.p1.mask_token import MTP_TOKEN, add_mask_token
 from mtp_core.models import tiny_model, tiny_tokenizer
 from mtp_core.train import (
     LocalDist,
@@ -26,14 +26,14 @@ from mtp_core.train import (
 )
 from mtp_core.train.curves import CurveWriter
 from mtp_core.train.loop import WALL_CLOCK_COLUMNS
-from mtp_core.train.p1 import (
+from mtp_core.papers.p1.train import (
     P1Batches,
     P1Config,
     P1Step,
     encode_examples,
     max_row_tokens,
-    render_example,
 )
+from mtp_core.data.rows import render_example
 
 from ..conftest import tiny_spec
 

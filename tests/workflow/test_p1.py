@@ -10,8 +10,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from mtp_core import p1_plan
-from mtp_core.config import load_config
+from mtp_core.papers.p1 import plan as p1_plan
+from mtp_core.validation import load_config
 
 from ..conftest import REPO
 from .conftest import assert_bad_tiny_config_stops, snakemake

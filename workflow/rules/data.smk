@@ -1,5 +1,6 @@
 # Data preparation: math datasets (synthetic MetaMathQA-style or MetaMathQA + GSM8K test) with their
-# seed-grouped split, pretraining token shards (paper 2), and the prompt sets of the decoding benchmarks.
+# seed-grouped split, the training rows of conversation datasets, pretraining token shards (paper 2), and the
+# prompt sets of the decoding benchmarks.
 
 
 rule prepare_math:
@@ -25,6 +26,28 @@ rule prepare_math:
         mem_mb=4000 if SCALE != "paper" else 16000,
     script:
         "../scripts/prepare_math.py"
+
+
+# The (query, response) rows a training on a conversation dataset reads (fine-tunes, paper 1's Magpie run):
+# the first user/assistant turn pair of each conversation.
+rule chat_rows:
+    output:
+        train=train_data_path("{dataset}"),
+        report=f"{RESULTS}/data/{{dataset}}/train_rows_report.json",
+    params:
+        spec=lambda wc: config["datasets"][wc.dataset],
+        on_bad_row=lambda wc: dataset_on_bad_row(wc.dataset),
+    wildcard_constraints:
+        dataset=wildcard_choice(datasets_of_kind("sharegpt")),
+    log:
+        f"{LOGS}/data/chat_rows/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/data/chat_rows/{{dataset}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000 if SCALE != "paper" else 32000,
+    script:
+        "../scripts/chat_rows.py"
 
 
 rule prepare_shards:

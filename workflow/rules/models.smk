@@ -40,5 +40,5 @@ rule finetune_model:
         submitit_jobs=1,
         launcher=lambda wc: shell_json(model_plan.launcher_settings(config, wc.model)),
     shell:
-        "{params.python} -m mtp_core.train.launch --method sft --output {output.record} --run-dir {params.run_dir}"
+        "{params.python} -m mtp_core.cli train --method sft --output {output.record} --run-dir {params.run_dir}"
         " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"

@@ -5,18 +5,19 @@ snakemake.input.base      the prepared base checkpoint (gguf/tiny; absent for hu
 snakemake.input.data      validation rows of the run's math dataset (`query`, `response`)
 snakemake.params          model (base model name), method (the run's P1Config keys), spec (papers.p1.figures.fig6:
                           rows, k, batch_size, bins, seed), mask_seed, on_bad_row
-snakemake.output.csv      one line per region (mtp_core.analysis.COLUMNS)
+snakemake.output.csv      one line per region (mtp_core.papers.p1.confidence.COLUMNS)
 snakemake.output.summary  correlations, the binned curve and the settings
 """
 
 import torch
 
-from mtp_core.analysis import binned, confidence_vs_teacher_loss, correlations
+from mtp_core.papers.p1.confidence import binned, confidence_vs_teacher_loss, correlations
 from mtp_core.config import model_spec
 from mtp_core.io import atomic_write_json, atomic_write_text, log_to_file
-from mtp_core.mask_token import add_mask_token
+from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.models import load_model
-from mtp_core.train.p1 import P1Config, encode_examples, max_row_tokens, read_rows, resolve_template
+from mtp_core.data.rows import read_rows, resolve_template
+from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 log_to_file(smk.log[0])

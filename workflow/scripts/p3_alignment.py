@@ -1,5 +1,5 @@
 """Paper 3, Figure 2's analysis: per layer, the cosine similarity of each mask token's hidden state with that of
-the next true token, for masks whose prediction is accepted vs rejected (`mtp_core.mask_alignment`).
+the next true token, for masks whose prediction is accepted vs rejected (`mtp_core.papers.p3.alignment`).
 
 snakemake.input:   model (prepared checkpoint dir, absent for hub/local models), prompts (prompt-set JSONL)
 snakemake.params:  spec (papers.p3.figures.fig2: model, probing, topk, prompts per category), per_category and
@@ -14,11 +14,11 @@ import torch
 
 from mtp_core.config import model_spec
 from mtp_core.decoding import build_decoder
-from mtp_core.decoding.probing import ProbingDecoder
+from mtp_core.papers.p3.probing import ProbingDecoder
 from mtp_core.io import atomic_path, atomic_write_json, log_to_file, read_jsonl
-from mtp_core.mask_alignment import COLUMNS, alignment_rows, summarize
+from mtp_core.papers.p3.alignment import COLUMNS, alignment_rows, summarize
 from mtp_core.models import load_model
-from mtp_core.p3_plan import select_rows
+from mtp_core.data.prompts import first_per_category
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 log_to_file(smk.log[0])
@@ -33,7 +33,7 @@ loaded = load_model(
     base_dir=smk.input.get("model") or None,
     device="cuda" if torch.cuda.is_available() else "cpu",
 )
-rows = select_rows(list(read_jsonl(smk.input.prompts)), per_cat)
+rows = first_per_category(list(read_jsonl(smk.input.prompts)), per_cat)
 prompts = [loaded.encode(r["prompt"]) for r in rows]
 greedy = build_decoder("greedy", loaded.model, loaded.tokenizer)
 conts = [g.tokens for g in greedy.generate_all(prompts, max_new, loaded.stop_criteria())]

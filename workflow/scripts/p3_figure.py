@@ -10,9 +10,9 @@ snakemake.output         png, pdf
 import pandas as pd
 
 from mtp_core.io import log_to_file
-from mtp_core.mask_alignment import layer_curves
+from mtp_core.papers.p3.alignment import layer_curves
 from mtp_core.report import load_results
-from mtp_core.report.p3 import alignment_figure, category_figure
+from mtp_core.papers.p3.report import alignment_figure, category_figure
 
 smk = snakemake  # noqa: F821  (injected by Snakemake)
 log_to_file(smk.log[0])

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..io import ReadReport, atomic_write_json, atomic_write_jsonl, read_jsonl, require_text_fields, validated
+from ..io import InputError, ReadReport, atomic_write_json, atomic_write_jsonl, read_jsonl, require_text_fields, validated
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,9 @@ def jsonl_prompts(path: str | os.PathLike, on_bad_row: str, report: ReadReport) 
         rows.append(out)
     duplicated = sorted(i for i, c in Counter(r["id"] for r in rows).items() if c > 1)
     if duplicated:
-        raise ValueError(f"{path}: duplicate prompt ids {duplicated[:5]}")
+        raise InputError(f"{path}: duplicate prompt ids {duplicated[:5]}")
+    if not rows:
+        raise InputError(f"{path}: no prompt rows")
     return rows
 
 
@@ -166,3 +168,17 @@ def write_prompt_set(
     atomic_write_jsonl(out_path, rows)
     atomic_write_json(report_path, report)
     log.info("wrote %d prompts to %s (%s)", len(rows), out_path, dict(report.get("categories", {})))
+
+
+def first_per_category(rows: Sequence[dict], per_category: int | None) -> list[dict]:
+    """The first `per_category` rows of each category, in file order (all rows when None)."""
+    if per_category is None:
+        return list(rows)
+    seen: Counter = Counter()
+    out = []
+    for r in rows:
+        cat = r.get("category") or "all"
+        if seen[cat] < per_category:
+            seen[cat] += 1
+            out.append(r)
+    return out

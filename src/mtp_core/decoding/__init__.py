@@ -1,15 +1,18 @@
-"""Decoding: one `Decoder` interface, a registry, and the decoders of every paper."""
+"""Decoding: one `Decoder` interface and its registry (papers add theirs: `mtp_core.registry`), reference greedy and
+HF greedy, the tree-verification core, the wall-clock guard and the training-free n-gram drafters (prompt lookup,
+lookahead, STAND), every paper's baselines."""
 
 from .base import (
-    DECODERS,
+    decoders,
     Decoder,
     GenerationResult,
     StopCriteria,
     build_decoder,
+    decoder_class,
     register_decoder,
     registry_name,
 )
-from . import greedy, hf, lookahead, mtp, probing, prompt_lookup, stand  # noqa: F401  (registration)
+from . import greedy, hf, lookahead, prompt_lookup, stand  # noqa: F401  (registration)
 from .cost import CostModel, WallClockGuard
 from .lookahead import LookaheadDecoder
 from .ngram import PathDraftDecoder
@@ -17,7 +20,7 @@ from .stand import StandDecoder
 from .tree import Draft, TreeContext, TreeDecoder, TreeState, verify_tree
 
 __all__ = [
-    "DECODERS",
+    "decoders",
     "CostModel",
     "Decoder",
     "Draft",
@@ -31,6 +34,7 @@ __all__ = [
     "TreeState",
     "WallClockGuard",
     "build_decoder",
+    "decoder_class",
     "register_decoder",
     "registry_name",
     "verify_tree",

@@ -21,17 +21,19 @@ from typing import Any, ClassVar
 
 import torch
 
-DECODERS: dict[str, type["Decoder"]] = {}
+from ..io import InputError
+
+_DECODERS: dict[str, type["Decoder"]] = {}
 
 
 def register_decoder(name: str) -> Callable[[type["Decoder"]], type["Decoder"]]:
     """Class decorator: make a decoder available by `name` to the bench CLI, lm-eval and the rules."""
 
     def wrap(cls: type[Decoder]) -> type[Decoder]:
-        if name in DECODERS and DECODERS[name] is not cls:
+        if name in _DECODERS and _DECODERS[name] is not cls:
             raise ValueError(f"decoder {name!r} registered twice")
         cls.name = name
-        DECODERS[name] = cls
+        _DECODERS[name] = cls
         return cls
 
     return wrap
@@ -81,6 +83,12 @@ class Decoder(ABC):
 
     name: ClassVar[str] = "?"
     lossless: ClassVar[bool] = True
+    PARAMS: ClassVar[tuple[str, ...]] = ()  # the parameters this class itself reads; its bases add theirs
+
+    @classmethod
+    def accepted_params(cls) -> tuple[str, ...]:
+        """Every parameter the decoder reads (its own `PARAMS` and its bases')."""
+        return tuple(sorted({p for k in cls.__mro__ for p in vars(k).get("PARAMS", ())}))
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         self.model = model
@@ -107,6 +115,15 @@ class Decoder(ABC):
         return {"name": self.name, "lossless": self.lossless, "params": dict(self.params)}
 
 
+def decoders() -> dict[str, type[Decoder]]:
+    """Every registered decoder by name: the core's (imported with `mtp_core.decoding`) and every registered paper's
+    (its package registers them when `mtp_core.registry` loads it)."""
+    from .. import registry
+
+    registry.papers()
+    return dict(sorted(_DECODERS.items()))
+
+
 def registry_name(label: str, params: dict[str, Any]) -> str:
     """The registered decoder a label stands for: `params["decoder"]` when given (so a sweep can hold
     several settings of one method under distinct labels, e.g. `static-k4: {decoder: static-k, k: 4}`),
@@ -114,12 +131,24 @@ def registry_name(label: str, params: dict[str, Any]) -> str:
     return str(params.get("decoder", label))
 
 
-def build_decoder(label: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:
-    """Instantiate the decoder `label` stands for (see `registry_name`) with its parameters."""
+def decoder_class(label: str, params: dict[str, Any]) -> type[Decoder]:
+    """The registered class `label` stands for, after checking its parameters; an `InputError` names an unknown
+    decoder (with the registered ones) or an unknown parameter (with the accepted ones)."""
     name = registry_name(label, params)
-    if name not in DECODERS:
-        raise KeyError(f"unknown decoder {name!r}; registered: {', '.join(sorted(DECODERS))}")
-    params = {k: v for k, v in params.items() if k != "decoder"}
-    decoder = DECODERS[name](model, tokenizer, **params)
+    known = decoders()
+    if name not in known:
+        raise InputError(f"unknown decoder {name!r} (registered: {', '.join(known)})")
+    cls = known[name]
+    unknown = sorted(set(params) - {"decoder"} - set(cls.accepted_params()))
+    if unknown:
+        raise InputError(f"{name}: unknown parameter(s) {', '.join(unknown)} "
+                         f"(accepted: {', '.join(cls.accepted_params()) or 'none'})")
+    return cls
+
+
+def build_decoder(label: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:
+    """Instantiate the decoder `label` stands for (see `registry_name`) with its parameters (`decoder_class`)."""
+    cls = decoder_class(label, params)
+    decoder = cls(model, tokenizer, **{k: v for k, v in params.items() if k != "decoder"})
     decoder.label = label
     return decoder

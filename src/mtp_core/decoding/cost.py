@@ -43,6 +43,7 @@ import torch
 from transformers import DynamicCache
 
 from ..masks.tree import chain_buffers, tree_buffers_from_parents
+from .base import GenerationResult
 from .cache import crop_cache
 from .tree import Draft, TreeContext, verify_tree
 
@@ -182,8 +183,26 @@ def calibrate_on_prompt(
 
 def modeled_steps(chunk_rows: Sequence[int], cost: CostModel) -> float:
     """Cost of a generation's decoding forwards in one-row (greedy) steps: the sum of `cost(rows)` over the
-    forwards after the prefill (`TreeDecoder`'s `extra["chunk_rows"]`, 0 marks a prefill)."""
+    forwards after the prefill (a decoder's `extra["chunk_rows"]`, 0 marks a prefill)."""
     return float(sum(cost(r) for r in chunk_rows if r > 0))
+
+
+def generation_steps(g: GenerationResult, cost: CostModel) -> float:
+    """A generation's decoding forwards priced in one-row steps (`modeled_steps`, every turn of a multi-turn
+    prompt); a decoder without `chunk_rows` (greedy) runs one row per forward after each turn's prefill."""
+    turns = g.extra.get("turns") or [g.extra]
+    rows = [r for t in turns for r in t.get("chunk_rows", [])]
+    return modeled_steps(rows, cost) if rows else float(len(g.accepted) - len(turns))
+
+
+def modeled_speedup(gens: Sequence[GenerationResult], reference: Sequence[GenerationResult], cost: CostModel) -> float:
+    """Tokens per priced step of `gens` over those of `reference` (greedy): the speedup a decoder would have if
+    each forward cost what `cost` says for its rows, free of timing noise and of the decoders' own bookkeeping
+    (prefill excluded). NaN when either priced nothing."""
+    steps, ref_steps = sum(generation_steps(g, cost) for g in gens), sum(generation_steps(g, cost) for g in reference)
+    if steps <= 0 or ref_steps <= 0:
+        return math.nan
+    return (sum(len(g.tokens) for g in gens) / steps) / (sum(len(g.tokens) for g in reference) / ref_steps)
 
 
 class DepthAcceptance(ShrunkRates):
@@ -203,6 +222,10 @@ class DepthAcceptance(ShrunkRates):
     def expected_tokens(self) -> np.ndarray:
         """[D+1] expected tokens per forward with the draft capped at depth 0..D (bonus token included)."""
         return 1.0 + np.concatenate([[0.0], np.cumsum(np.cumprod(self.rates()))])
+
+
+GUARD_PARAMS = ("adaptive", "calib_reps", "cost_table", "local_decay", "local_prior", "min_gain", "min_obs",
+                "online_cost", "probe_every")  # the guard's decoder parameters (module docstring)
 
 
 class WallClockGuard:

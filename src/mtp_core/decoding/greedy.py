@@ -24,6 +24,7 @@ class GreedyDecoder(Decoder):
     """Argmax decoding, one token per forward. Params: `prune_finished` (default True)."""
 
     lossless = True
+    PARAMS = ("prune_finished",)
 
     @torch.inference_mode()
     def generate(

@@ -70,6 +70,7 @@ class LookaheadDecoder(PathDraftDecoder):
     """Lookahead decoding on the tree core; see the module docstring."""
 
     lossless = True
+    PARAMS = ("ngram", "window", "guess", "bc", "pool_from_prompt", "seed")
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         n = int(params.get("ngram", 4))

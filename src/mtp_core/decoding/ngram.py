@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..masks.tree import TreeBuffers, tree_buffers
-from .cost import DepthAcceptance, WallClockGuard, calibration_rows, dummy_draft, measure_costs, padded_rows
+from .cost import GUARD_PARAMS, DepthAcceptance, WallClockGuard, calibration_rows, dummy_draft, measure_costs, padded_rows
 from .tree import Draft, TreeDecoder, TreeState
 
 Path = tuple[int, ...]
@@ -228,6 +228,7 @@ class PathDraftDecoder(TreeDecoder):
     """
 
     chain_drafts = False
+    PARAMS = GUARD_PARAMS
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, draft_depth: int, max_rows: int, **params: Any):
         super().__init__(model, tokenizer, **params)

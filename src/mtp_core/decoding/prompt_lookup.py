@@ -46,6 +46,7 @@ class PromptLookupDecoder(PathDraftDecoder):
 
     lossless = True
     chain_drafts = True
+    PARAMS = ("num_draft", "max_ngram", "min_ngram")
 
     def __init__(self, model, tokenizer, **params):
         num_draft = int(params.get("num_draft", 3))

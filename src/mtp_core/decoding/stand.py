@@ -44,6 +44,7 @@ class StandDecoder(PathDraftDecoder):
     """STAND on the tree core; see the module docstring."""
 
     lossless = True
+    PARAMS = ("bc", "branch", "max_depth", "order", "memory_topk", "sampling", "seed")
     needs_logits = True  # the model's distributions at the accepted nodes feed the memory
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):

@@ -357,6 +357,7 @@ class TreeDecoder(Decoder):
     """
 
     lossless = True
+    PARAMS = ("prune_finished", "pad_small_chunks")
     needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
     needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
 

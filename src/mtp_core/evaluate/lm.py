@@ -33,7 +33,7 @@ from lm_eval.models.utils import (
 from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
-from ..config import load_config, model_spec
+from ..config import model_spec, read_config
 from ..decoding import Decoder, GenerationResult, build_decoder
 from ..models import LoadedModel, load_model
 from ..results import answer_token_count
@@ -217,7 +217,7 @@ def load_from_args(
         spec = {"source": "local", "path": p} if Path(p).is_dir() else {"source": "hub", "id": p}
         spec["name"] = Path(p).name
     elif config is not None:
-        cfg = load_config(config)
+        cfg = read_config(config)
         spec = model_spec(cfg, model or cfg["evaluation"]["model"])
     else:
         raise ValueError(

@@ -18,11 +18,6 @@ TABLES: dict[str, Callable[[pd.DataFrame], Table]] = {
     "evaluation": lambda frame: evaluation_table(metrics_frame(frame), frame),
 }
 FIGURES: dict[str, Callable[[pd.DataFrame, str, str], None]] = {"decoding_speed": decoding_speed_figure}
-
-from .p1 import P1_FIGURES, P1_TABLES  # noqa: E402  (paper 1's builders: tables 1-5, figures 5, 7-11)
-
-TABLES.update(P1_TABLES)
-FIGURES.update(P1_FIGURES)
 log = logging.getLogger(__name__)
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 STAT_COLUMNS = (
     "tokens_per_forward", "tokens_per_forward_std", "effective_k", "effective_k_std",
     "new_tokens_mean", "new_tokens_std", "new_tokens_total", "forward_passes", "tokens_per_s", "wall_s",
-    "identical_fraction",
+    "identical_fraction", "speedup_vs_greedy", "modeled_speedup_vs_greedy",
 )
 RESULT_COLUMNS = (
     "path", "kind", "paper", "run", "model", "task", "decoder", "params_str", "label", "lossless", "n",
@@ -144,6 +144,8 @@ def _stats(path: str, s: Any, where: str = "decode_stats") -> dict[str, float]:
             "new_tokens_total": _num(new.get("total")), "forward_passes": _num(s.get("forward_passes")),
             "tokens_per_s": _num(s.get("tokens_per_s")), "wall_s": _num(s.get("wall_s")),
             "identical_fraction": _num(s.get("identical_fraction")),
+            "speedup_vs_greedy": _num(s.get("speedup_vs_greedy")),
+            "modeled_speedup_vs_greedy": _num(s.get("modeled_speedup_vs_greedy")),
         }
     except (TypeError, ValueError) as e:
         raise ResultFileError(path, f"{where}: non-numeric statistic ({e})") from None

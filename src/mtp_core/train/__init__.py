@@ -2,7 +2,7 @@
 
 `config.TrainConfig` (the `train:` keys), `optim` (AdamW groups, warm-up schedule), `checkpoint` (resumable
 states, HF exports), `curves` (the per-step CSV), `dist` (one process, DDP, FSDP2), `launch` (the submitit
-launcher, `python -m mtp_core.train.launch`), and the step functions: `p1` (paper 1, student-forced
+launcher, `python -m mtp_core.cli train`), and the step functions: `p1` (paper 1, student-forced
 self-distillation).
 """
 

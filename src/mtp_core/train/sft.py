@@ -14,7 +14,7 @@ models:
 
 and trained by the launcher (method `sft`, the generic loop: resume, checkpoints, exports).
 
-Data: the same rendering as paper 1 (`p1.render_example`: chat template or `bos + query + "\\n\\n" +
+Data: the same rendering as paper 1 (`data.rows.render_example`: chat template or `bos + query + "\\n\\n" +
 response`), truncated to `max_tokens`, one example per row, padded per micro-batch to its longest row. The loss
 is the mean cross-entropy over the response tokens (`loss_on="response"`: the tokens after the rendered
 prompt, the template's end-of-turn marker or, plain, an appended EOS included, so the model learns to stop) or
@@ -34,11 +34,11 @@ from typing import Any
 import torch
 
 from ..config import section_keys
+from ..data.rows import TEMPLATES, render_example, render_prompt, resolve_template
 from ..losses import token_cross_entropy
 from .checkpoint import export_hf
 from .config import TrainConfig
 from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, train
-from .p1 import TEMPLATES, render_example, resolve_template
 
 log = logging.getLogger(__name__)
 LOSS_ON = ("response", "all")
@@ -68,14 +68,6 @@ class SFTConfig:
     @classmethod
     def from_dict(cls, d: dict | None) -> SFTConfig:
         return cls(**section_keys(cls, d, "sft"))
-
-
-def render_prompt(row: dict, tokenizer: Any, template: str) -> str:
-    """The part of `render_example(row)` that precedes the response."""
-    if template == "chat":
-        return tokenizer.apply_chat_template([{"role": "user", "content": row["query"]}], tokenize=False,
-                                             add_generation_prompt=True)
-    return (tokenizer.bos_token or "") + row["query"] + "\n\n"
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -197,3 +189,27 @@ def train_sft(
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
     return train(SFTStep(tok), loaded.model, SFTBatches(examples, pad_id, cfg), tc, out_dir, dist=dist,
                  device=device, callbacks=callbacks)
+
+
+# ------------------------------------------------------------------------------------- launcher method `sft`
+
+SFT_KEYS = ("sft",)
+
+
+def launch_check(settings: dict) -> dict:
+    """Settings of method `sft` (`source: finetuned` models; `model_plan.finetune_settings`): those of
+    `launch.methods.check_model_data_train` and `sft` (SFTConfig keys)."""
+    from .launch.methods import check_model_data_train
+
+    out = check_model_data_train(settings, SFT_KEYS, "sft settings")
+    SFTConfig.from_dict(settings.get("sft"))
+    return out
+
+
+def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
+    """In the job: load the base model and rows, then `train_sft` (resumes from `run_dir/checkpoints`)."""
+    from .launch.methods import load_model_and_rows
+
+    loaded, rows = load_model_and_rows(settings)
+    return train_sft(loaded, rows, settings.get("sft") or {}, settings["train"], run_dir, device=device, dist=dist,
+                     callbacks=callbacks)

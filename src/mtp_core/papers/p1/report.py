@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .figures import save_figure, style
-from .tables import PRIMARY_METRIC, Table
+from ...report.figures import save_figure, style
+from ...report.tables import PRIMARY_METRIC, Table
 
 BASELINE_LABEL = "Baseline Step 0, k=1"
 STEP_SEP = "@step"
@@ -311,7 +311,7 @@ def confidence_figure(
 ) -> Figure:
     """Figure 6: teacher loss of the student's k-token rollouts (lower is better) against the student's mean
     top-1 confidence, one dot per region, with the binned mean ± standard error; correlations in the title."""
-    from ..analysis import binned, correlations
+    from .confidence import binned, correlations
 
     c = correlations(analysis)
     b = binned(analysis, bins)
@@ -338,10 +338,8 @@ def _num(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
-P1_TABLES = {"p1": p1_table}
-P1_FIGURES = {"p1_pareto": pareto_figure, "p1_dynamics": dynamics_figure}
 
 __all__ = [
-    "BASELINE_LABEL", "P1Table", "P1_FIGURES", "P1_TABLES", "classify", "confidence_figure", "dynamics_figure",
+    "BASELINE_LABEL", "P1Table", "classify", "confidence_figure", "dynamics_figure",
     "is_percent", "p1_frame", "p1_table", "pareto_figure", "setting_label",
 ]

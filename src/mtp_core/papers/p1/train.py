@@ -19,7 +19,7 @@ draw, whose "rank" is our chunk when each rank runs one micro-batch per step, as
 the rows at stream positions `spec.start ..` of `ShuffledOrder`, and builds the `BlockedBatch`.
 
 Step (§3.3): `P1Step` holds the frozen teacher (a deep copy of the student's initial weights, mask row
-included: §4.1) and calls `mtp_core.losses.p1_loss`. Its `state_dict` is a fingerprint of the teacher, checked
+included: §4.1) and calls `mtp_core.papers.p1.losses.p1_loss`. Its `state_dict` is a fingerprint of the teacher, checked
 on resume, because the teacher is rebuilt from the base model, not saved with every checkpoint.
 """
 
@@ -35,16 +35,16 @@ from typing import Any
 
 import torch
 
-from ..config import section_keys
-from ..io import read_jsonl, require_text_fields
-from ..losses import P1LossConfig, metric_names, p1_loss
-from ..masks.blocked import BlockedBatch, blocked_layout, build_blocked_batch, draw_k_offset
-from .checkpoint import export_hf
-from .config import TrainConfig
-from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, resolve_device, train
+from ...config import section_keys
+from ...data.rows import TEMPLATES, render_example, resolve_template
+from ...train.checkpoint import export_hf
+from ...train.launch.methods import check_model_data_train, load_model_and_rows
+from ...train.config import TrainConfig
+from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, resolve_device, train
+from .losses import P1LossConfig, metric_names, p1_loss
+from .masks import BlockedBatch, blocked_layout, build_blocked_batch, draw_k_offset
 
 log = logging.getLogger(__name__)
-TEMPLATES = ("auto", "chat", "plain")
 
 
 @dataclass(frozen=True)
@@ -106,18 +106,6 @@ def max_row_tokens(cfg: P1Config) -> int:
     return blocked_layout(cfg.seq_len, cfg.num_regions, cfg.k_min, 0).num_source_tokens + 1
 
 
-def render_example(row: dict, tokenizer: Any, template: str) -> str:
-    """The training text of one (query, response) row under `template` (chat | plain)."""
-    if template == "chat":
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise ValueError("template 'chat' needs a tokenizer with a chat template")
-        messages = [{"role": "user", "content": row["query"]}, {"role": "assistant", "content": row["response"]}]
-        return tokenizer.apply_chat_template(messages, tokenize=False)
-    if template == "plain":
-        return (tokenizer.bos_token or "") + row["query"] + "\n\n" + row["response"]
-    raise ValueError(f"template must be 'chat' or 'plain', got {template!r}")
-
-
 def encode_examples(
     rows: Iterable[dict], tokenizer: Any, template: str, max_tokens: int, append_eos: bool = False,
     pad_id: int | None = None,
@@ -140,11 +128,6 @@ def encode_examples(
         n = min(len(x), max_tokens)
         out[i, :n] = torch.as_tensor(x[:n], dtype=torch.long)
     return out, lengths
-
-
-def read_rows(path: str | os.PathLike, on_bad_row: str = "error") -> list[dict]:
-    """Rows of a P1 data file (`results/data/<ds>/train.jsonl`): `query` and `response` must be strings."""
-    return list(read_jsonl(path, validate=require_text_fields("query", "response"), on_bad_row=on_bad_row))
 
 
 class P1Batches:
@@ -258,10 +241,6 @@ class P1Step:
 # --------------------------------------------------------------------------------------------- entry
 
 
-def resolve_template(template: str, chat_template: bool) -> str:
-    return ("chat" if chat_template else "plain") if template == "auto" else template
-
-
 def train_p1(
     loaded: Any,
     rows: Sequence[dict],
@@ -279,7 +258,7 @@ def train_p1(
     Registers `<MTP>` (§4.1, `add_mask_token`), copies the teacher, tokenises the rows with the model's
     template, and runs the loop. Resumes from `out_dir/checkpoints` if a state is there.
     """
-    from ..mask_token import add_mask_token
+    from .mask_token import add_mask_token
 
     p1 = p1_cfg if isinstance(p1_cfg, P1Config) else P1Config.from_dict(p1_cfg)
     tc = train_cfg if isinstance(train_cfg, TrainConfig) else TrainConfig.from_dict(train_cfg)
@@ -295,3 +274,23 @@ def train_p1(
     step.prepare_student(student, dev)
     batches = P1Batches(tokens, lengths, p1, mask_id=mask_id, pad_id=pad_id)
     return train(step, student, batches, tc, out_dir, dist=dist, device=dev, callbacks=callbacks)
+
+
+# -------------------------------------------------------------------------------------- launcher method `p1`
+
+P1_KEYS = ("p1", "mask_seed")
+
+
+def launch_check(settings: dict) -> dict:
+    """Settings of method `p1` (`plan.run_settings`): those of `launch.methods.check_model_data_train`, `p1`
+    (P1Config keys) and `mask_seed`."""
+    out = check_model_data_train(settings, P1_KEYS, "p1 settings")
+    P1Config.from_dict(settings.get("p1"))
+    return out
+
+
+def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
+    """In the job: load the base model and rows, then `train_p1` (resumes from `run_dir/checkpoints`)."""
+    loaded, rows = load_model_and_rows(settings)
+    return train_p1(loaded, rows, settings.get("p1") or {}, settings["train"], run_dir, device=device,
+                    mask_seed=int(settings.get("mask_seed", 0)), dist=dist, callbacks=callbacks)

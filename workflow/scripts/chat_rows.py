@@ -1,9 +1,9 @@
-"""Paper 1: the (query, response) training rows of a conversation dataset (kind sharegpt; Magpie at paper scale).
+"""The (query, response) training rows of a conversation dataset (kind sharegpt; Magpie at paper scale).
 
 snakemake.params.spec        the dataset's config entry (`path`: hub ids / local files, absent = packaged ShareGPT;
                              `split`; `max_rows`)
 snakemake.params.on_bad_row  error | skip
-snakemake.output.train       results/data/<dataset>/train.jsonl (`query`, `response`), what p1_train reads
+snakemake.output.train       results/data/<dataset>/train.jsonl (`query`, `response`), what trainings on rows read
 snakemake.output.report      counts: conversations read, used, skipped and why
 """
 

@@ -1,17 +1,17 @@
-"""`mtp-repro` command line: `bench` (decoders side by side) and `generate` (one generation, step by step)."""
+"""`mtp-repro bench` (decoders side by side on the same weights, prompts and threads: the bench protocol) and
+`mtp-repro generate` (one generation, step by step, with its per-step acceptance)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from . import model_plan
-from .config import ConfigError, load_config, model_spec
+from .. import model_plan
+from ..config import model_spec
+from ..io import InputError
+from ..validation import load_config
 
 
 def _parse_value(text: str) -> Any:
@@ -23,54 +23,61 @@ def _parse_value(text: str) -> Any:
 
 
 def decoder_params(names: list[str], config: dict, overrides: list[str]) -> dict[str, dict[str, Any]]:
-    """Parameters per decoder: the config's `decoding.decoders` entry, then `--param NAME.KEY=VALUE`."""
+    """Parameters per decoder: the config's `decoding.decoders` entry, then `--param NAME.KEY=VALUE`; each decoder
+    and its parameters are checked (`decoding.decoder_class`) before any model is loaded."""
+    from ..decoding import decoder_class
+
     out = {n: dict(config["decoding"]["decoders"].get(n) or {}) for n in names}
     for item in overrides:
         key, sep, value = item.partition("=")
         name, dot, param = key.partition(".")
         if not sep or not dot or name not in out:
-            raise SystemExit(f"--param {item!r}: expected DECODER.KEY=VALUE with DECODER one of {', '.join(names)}")
+            raise InputError(f"--param {item!r}: expected DECODER.KEY=VALUE with DECODER one of {', '.join(names)}")
         out[name][param] = _parse_value(value)
+    for name, params in out.items():
+        decoder_class(name, params)
     return out
 
 
 def load_prompt_rows(spec: str, results: Path, n: int | None) -> list[dict]:
     """A prompt set by name (`results/prompts/<name>.jsonl`, built by Snakemake) or any JSONL file with
     `prompt`, `question` or `turns` per row."""
-    from .data.prompts import jsonl_prompts
-    from .io import ReadReport
+    from ..data.prompts import jsonl_prompts
+    from ..io import ReadReport
 
     path = Path(spec)
     if not path.is_file():
         path = results / "prompts" / f"{spec}.jsonl"
         if not path.is_file():
-            raise SystemExit(f"no prompt file {spec!r} and no prompt set {path} (build it: snakemake {path})")
+            raise InputError(f"no prompt file {spec!r} and no prompt set {path} (build it: snakemake {path})")
     rows = jsonl_prompts(path, "error", ReadReport(str(path)))
     return rows[:n] if n else rows
 
 
 def load_named_model(config: dict, name: str, results: Path, checkpoint: str | None):
-    from .models import load_model
+    from ..models import load_model
 
     spec = model_spec(config, name)
+    if checkpoint is not None and not (Path(checkpoint) / "config.json").is_file():
+        raise InputError(f"--checkpoint {checkpoint}: not an HF checkpoint directory (no config.json)")
     base_dir = None
     prepared = model_plan.model_dir(config, name, str(results))
     if checkpoint is None and prepared is not None:
         base_dir = Path(prepared)
         if not (base_dir / "config.json").is_file():
-            raise SystemExit(f"model {name!r} is not prepared yet: run `snakemake -c1 {base_dir}`")
+            raise InputError(f"model {name!r} is not prepared yet: run `snakemake -c1 {base_dir}`")
     return load_model(spec, base_dir=base_dir, checkpoint=checkpoint)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from .bench import encode_prompts, markdown_table, run_bench
-    from .io import atomic_write_json
+    from ..bench import encode_prompts, markdown_table, run_bench
+    from ..io import atomic_write_json
 
     config = load_config(args.config)
     names = [d for d in args.decoders.split(",") if d]
     params = decoder_params(names, config, args.param)
-    loaded = load_named_model(config, args.model, Path(args.results), args.checkpoint)
     rows = load_prompt_rows(args.prompts, Path(args.results), args.n)
+    loaded = load_named_model(config, args.model, Path(args.results), args.checkpoint)
     bench = config["bench"]
     summary, gens = run_bench(
         loaded,
@@ -89,11 +96,11 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    from .decoding import build_decoder
+    from ..decoding import build_decoder
 
     config = load_config(args.config)
-    loaded = load_named_model(config, args.model, Path(args.results), args.checkpoint)
     params = decoder_params([args.decoder], config, args.param)[args.decoder]
+    loaded = load_named_model(config, args.model, Path(args.results), args.checkpoint)
     decoder = build_decoder(args.decoder, loaded.model, loaded.tokenizer, **params)
     ids = loaded.encode(args.prompt, chat=args.chat)
     g = decoder.generate([ids], args.max_new_tokens, loaded.stop_criteria())[0]
@@ -112,10 +119,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mtp-repro", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-
+def add_commands(sub: Any) -> None:
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--config", default="config.yaml", help="config file (default: config.yaml)")
         sp.add_argument("--model", required=True, help="a model declared in the config")
@@ -144,18 +148,3 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--decoder", default="greedy")
     g.add_argument("--prompt", required=True)
     g.set_defaults(func=cmd_generate)
-    return p
-
-
-def main(argv: list[str] | None = None) -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
-    try:
-        args.func(args)
-    except ConfigError as e:
-        sys.exit(f"invalid config {args.config}: {e}")
-
-
-if __name__ == "__main__":
-    main()

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .decoding.probing import ProbingDecoder, ema_update
-from .decoding.tree import attn_is_eager
-from .masks.tree import chunk_attention_mask
+from ...decoding.tree import attn_is_eager
+from ...masks.tree import chunk_attention_mask
+from .probing import ProbingDecoder, ema_update
 
 COLUMNS = ["prompt", "category", "t", "layer", "cosine", "accepted", "rank"]
 

@@ -3,7 +3,7 @@ measured by the teacher's loss on them, over held-out rows.
 
 For every region of the P1 training layout (§4.2; fixed k, random offsets) the student proposes
 y' = argmax at its k prediction slots; the frozen teacher (the base model) scores y' student-forced, in one
-forward (Eq. 2, exactly the training loss's teacher pass, `mtp_core.losses.p1_loss`). Per region:
+forward (Eq. 2, exactly the training loss's teacher pass, `mtp_core.papers.p1.losses.p1_loss`). Per region:
 
 * `confidence`: the mean over the k positions of the student's top-1 probability P_S(y'_j) (the paper: "avg.
   probability assigned to top token in all k positions"; ConfAdapt's statistic, §4.6);
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .losses import P1LossConfig, p1_loss
-from .masks.blocked import build_blocked_batch, draw_k_offset
+from .masks import build_blocked_batch, draw_k_offset
 
 COLUMNS = ["row", "region", "k", "offset", "confidence", "confidence_min", "teacher_loss", "accepted_len"]
 

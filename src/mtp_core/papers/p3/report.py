@@ -27,9 +27,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .figures import save_figure, style
-from .load import category_frame
-from .tables import Table, pivot_pm
+from ...report.figures import save_figure, style
+from ...report.load import category_frame
+from ...report.tables import Table, pivot_pm
 
 REFERENCE_TITLE = "Greedy (reference)"
 VALUES = ("tau", "forward_passes", "tokens_per_s", "speedup", "identical")

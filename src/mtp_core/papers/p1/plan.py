@@ -23,7 +23,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ConfigError, deep_merge
+from ...config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
+from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
+from ...model_plan import model_dir, with_base_stamp
+from ...registry import LeaderboardEntry
+from ...results import figure_files, table_files
 
 RESULTS = "results"
 STEP_SEP = "@step"
@@ -32,8 +36,6 @@ PARETO_FIGURES = ("fig5", "fig9")
 DYNAMICS_FIGURES = ("fig7", "fig8", "fig10", "fig11")
 CONFIDENCE_FIGURE = "fig6"
 FIGURES = ("fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11")
-TRAIN_DATA_KINDS = ("synthetic_math", "metamathqa", "sharegpt")
-MATH_KINDS = ("synthetic_math", "metamathqa")
 BASELINE_DECODER = "greedy"
 _RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -41,10 +43,6 @@ _RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 def section(config: dict) -> dict:
     """`papers.p1` (an `enabled: false` stub when absent)."""
     return (config.get("papers") or {}).get("p1") or {"enabled": False}
-
-
-def enabled(config: dict) -> bool:
-    return bool(section(config).get("enabled"))
 
 
 # ------------------------------------------------------------------------------------------------------ runs
@@ -87,23 +85,14 @@ def run_plan(config: dict, run: str) -> RunPlan:
                    title=r.get("title") or run, method=method, train=train)
 
 
-def train_data_path(dataset: str) -> str:
-    """The (query, response) rows a run trains on: the train split of a math dataset, or the first-turn pairs
-    of a conversation dataset (kind sharegpt: Magpie at paper scale), both at `results/data/<name>/train.jsonl`."""
-    return f"{RESULTS}/data/{dataset}/train.jsonl"
-
-
 def run_dir(run: str) -> str:
     return f"{RESULTS}/models/p1/{run}"
 
 
 def run_settings(config: dict, run: str) -> dict:
-    """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`p1_check`): the
+    """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`train.launch_check`): the
     model spec, its checkpoint dir (gguf/tiny/finetuned) or None, the train rows, `train`, `p1` (the method), and
     `base_stamp` for a fine-tuned model (`model_plan.with_base_stamp`)."""
-    from .config import dataset_on_bad_row, model_spec
-    from .model_plan import model_dir, with_base_stamp
-
     plan = run_plan(config, run)
     spec = model_spec(config, plan.model)
     return with_base_stamp({
@@ -115,6 +104,11 @@ def run_settings(config: dict, run: str) -> dict:
         "mask_seed": int(section(config).get("mask_seed", 0)),
         "on_bad_row": dataset_on_bad_row(config, plan.dataset),
     }, config, plan.model)
+
+
+def from_config(config: dict, run: str) -> tuple[dict, dict]:
+    """The launcher's resolver of method `p1` (`--config C --run R`): the run's settings and launcher settings."""
+    return run_settings(config, run), launcher_settings(config, run)
 
 
 def launcher_settings(config: dict, run: str) -> dict:
@@ -205,6 +199,34 @@ def figure_spec(config: dict, name: str) -> dict:
 def targets_in_all(config: dict) -> list[str]:
     s = section(config)
     return list(s.get("in_all") if s.get("in_all") is not None else (*TABLES, *FIGURES))
+
+
+def target_files(name: str) -> list[str]:
+    """The files of table or figure `name` (CSV + markdown; PNG + PDF)."""
+    return table_files("p1", name) if name in TABLES else figure_files("p1", name)
+
+
+def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
+    """Paper 1's leaderboard rows (`papers.p1.leaderboard`): the final student of `run` with Static k for each of
+    `static_k` and ConfAdapt for each of `taus` (k_max of the decoding sweep), on its trained checkpoint."""
+    spec = section(config).get("leaderboard") or {}
+    if not spec.get("run"):
+        return []
+    run = spec["run"]
+    checkpoint, model = f"{run_dir(run)}/model", run_plan(config, run).model
+    title = run_plan(config, run).title
+    k_max = int(section(config)["decoding"]["conf_adapt"]["k_max"])
+    rows = [LeaderboardEntry("p1", f"p1-{run}-{static_label(k)}", f"P1 {title}, Static k={k}",
+                             {"decoder": "static-k", "k": int(k)}, checkpoint, model) for k in spec.get("static_k", [])]
+    rows += [LeaderboardEntry("p1", f"p1-{run}-{conf_label(t)}", f"P1 {title}, ConfAdapt τ={t:g}",
+                              {"decoder": "conf-adapt", "tau": float(t), "k_max": k_max}, checkpoint, model)
+             for t in spec.get("taus", [])]
+    return rows
+
+
+def all_targets(config: dict) -> list[str]:
+    """Paper 1's share of `rule all`: the files of the tables and figures of `papers.p1.in_all`."""
+    return [f for name in targets_in_all(config) for f in target_files(name)]
 
 
 def checkpoint_steps(config: dict, run: str | None = None) -> list[int]:
@@ -313,12 +335,10 @@ def check(config: dict) -> None:
     model names; every run's merged `method` and `train` build a `P1Config` / `TrainConfig`; tables and
     figures name declared runs; checkpoint steps lie within the runs' training and their sweep is a subset of
     the full sweep; the Figure 6 run trains on a math dataset (it reads the validation split)."""
-    if not enabled(config):
-        return
-    from .evaluate.tasks import is_local_task, task_dataset
-    from .train.config import TrainConfig
-    from .train.launch import LauncherConfig
-    from .train.p1 import P1Config
+    from ...evaluate.tasks import is_local_task, task_dataset
+    from ...train.config import TrainConfig
+    from ...train.launch import LauncherConfig
+    from .train import P1Config
 
     s = section(config)
     models, datasets = config["models"], config["datasets"]
@@ -391,3 +411,5 @@ def check(config: dict) -> None:
     if extra:
         raise ConfigError(f"papers.p1.checkpoints: {', '.join(extra)} are not in the decoding sweep "
                           "(papers.p1.decoding); the final point of a dynamics curve comes from that sweep")
+    if (s.get("leaderboard") or {}).get("run"):
+        need_run(s["leaderboard"]["run"], "papers.p1.leaderboard.run")

@@ -29,7 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .config import ConfigError
+from ...config import ConfigError
+from ...decoding import decoder_class, decoders
+from ...io import InputError
+from ...registry import LeaderboardEntry
+from ...results import figure_files, table_files
 
 RESULTS = "results"
 REFERENCE = "greedy"
@@ -44,10 +48,6 @@ _METHOD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # no "-": `<method>-bc<BC
 def section(config: dict) -> dict:
     """`papers.p3` (an `enabled: false` stub when absent)."""
     return (config.get("papers") or {}).get("p3") or {"enabled": False}
-
-
-def enabled(config: dict) -> bool:
-    return bool(section(config).get("enabled"))
 
 
 # --------------------------------------------------------------------------------------------- methods
@@ -198,7 +198,7 @@ def experiment_results(config: dict, name: str) -> list[str]:
 
 
 def alignment_models(config: dict) -> list[str]:
-    return [figure_spec(config, ALIGNMENT_FIGURE)["model"]] if enabled(config) else []
+    return [figure_spec(config, ALIGNMENT_FIGURE)["model"]]
 
 
 def alignment_dir(model: str) -> str:
@@ -212,9 +212,25 @@ def targets_in_all(config: dict) -> list[str]:
 
 def target_files(name: str) -> list[str]:
     """The files of table or figure `name` (CSV + markdown; PNG + PDF)."""
-    if name in TABLES:
-        return [f"{RESULTS}/tables/p3/{name}.csv", f"{RESULTS}/tables/p3/{name}.md"]
-    return [f"{RESULTS}/figures/p3/{name}.png", f"{RESULTS}/figures/p3/{name}.pdf"]
+    return table_files("p3", name) if name in TABLES else figure_files("p3", name)
+
+
+def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
+    """Paper 3's leaderboard rows (`papers.p3.leaderboard`): each of `methods` at block complexity `bc` as the
+    paper runs it, and guarded by the wall-clock guard (`adaptive`: drafts only where they pay on this machine)."""
+    spec = section(config).get("leaderboard") or {}
+    rows = []
+    for method in spec.get("methods", []):
+        params, bc, title = setting_params(config, method, spec["bc"]), int(spec["bc"]), method_title(config, method)
+        rows.append(LeaderboardEntry("p3", f"p3-{method}-bc{bc}", f"P3 {title}, BC {bc}", params))
+        rows.append(LeaderboardEntry("p3", f"p3-{method}-bc{bc}-guarded", f"P3 {title}, BC {bc}, guarded",
+                                     {**params, "adaptive": True}))
+    return rows
+
+
+def all_targets(config: dict) -> list[str]:
+    """Paper 3's share of `rule all`: the files of the tables and figures of `papers.p3.in_all`."""
+    return [f for name in targets_in_all(config) for f in target_files(name)]
 
 
 # ------------------------------------------------------------------------------------ run settings
@@ -230,34 +246,16 @@ def bench_settings(config: dict) -> dict[str, int]:
     return out
 
 
-def select_rows(rows: Sequence[dict], per_category: int | None) -> list[dict]:
-    """The first `per_category` rows of each category, in file order (all rows when None)."""
-    if per_category is None:
-        return list(rows)
-    seen: Counter = Counter()
-    out = []
-    for r in rows:
-        cat = r.get("category") or "all"
-        if seen[cat] < per_category:
-            seen[cat] += 1
-            out.append(r)
-    return out
-
-
 # -------------------------------------------------------------------------------------------------- checks
 
 
 def check(config: dict) -> None:
     """Cross-references JSON schema cannot express; raises ConfigError naming the key.
 
-    Models and the prompt set are declared; method labels are identifiers and name registered decoders (a
-    decoder still missing from `mtp_core.decoding.DECODERS` is named with the registered ones); `by_bc` keys
-    are block complexities; tables and figures name declared methods and models; the figure-2 probing settings
-    build a decoder's mask embedding (strategy known)."""
-    if not enabled(config):
-        return
-    from .decoding import DECODERS
-
+    Models and the prompt set are declared; method labels are identifiers and name registered decoders whose
+    parameters they accept at every block complexity (an unknown one is named with the accepted ones); `by_bc`
+    keys are block complexities; tables and figures name declared methods and models; the figure-2 probing
+    settings build a decoder's mask embedding (strategy known)."""
     s = section(config)
     declared = config["models"]
     for i, m in enumerate(models(config)):
@@ -272,12 +270,15 @@ def check(config: dict) -> None:
         where = f"papers.p3.methods.{label}"
         if not _METHOD_NAME.match(label):
             raise ConfigError(f"{where}: method labels are identifiers (letters, digits, '_'; a letter first)")
-        if m["decoder"] not in DECODERS:
-            raise ConfigError(f"{where}.decoder: unknown decoder {m['decoder']!r} (registered: "
-                              f"{', '.join(sorted(DECODERS))})")
         for k in m.get("by_bc") or {}:
             if not str(k).isdigit():
                 raise ConfigError(f"{where}.by_bc: key {k!r} is not a block complexity")
+        for bc in block_complexities(config):
+            try:
+                decoder_class(label, setting_params(config, label, bc))
+            except InputError as e:
+                key = "decoder" if m["decoder"] not in decoders() else f"params (at BC {bc})"
+                raise ConfigError(f"{where}.{key}: {e}") from None
     for name in EXPERIMENTS:
         kind = "tables" if name in TABLES else "figures"
         spec = experiment_spec(config, name)
@@ -292,8 +293,12 @@ def check(config: dict) -> None:
     fig2 = figure_spec(config, ALIGNMENT_FIGURE)
     if fig2["model"] not in declared:
         raise ConfigError(f"papers.p3.figures.fig2.model: model {fig2['model']!r} is not declared")
-    from .decoding.probing import STRATEGIES
+    from .probing import STRATEGIES
 
     strategy = (fig2.get("probing") or {}).get("strategy", "prompt_mean")
     if strategy not in STRATEGIES:
         raise ConfigError(f"papers.p3.figures.fig2.probing.strategy: {strategy!r} is not one of {STRATEGIES}")
+    for i, method in enumerate((s.get("leaderboard") or {}).get("methods", [])):
+        if method not in meths:
+            raise ConfigError(f"papers.p3.leaderboard.methods[{i}]: method {method!r} is not declared in "
+                              f"papers.p3.methods ({', '.join(meths)})")

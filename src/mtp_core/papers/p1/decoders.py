@@ -42,11 +42,13 @@ of the cache columns, `compact_cache` right-aligns each row's valid slots with o
 `DynamicCache` already makes every step) and drops the columns no row needs, so the waste stays bounded.
 
 Params common to both: `mask_id` (default `model.config.mtp_mask_token_id`, set by
-`mtp_core.mask_token.add_mask_token`), `prune_finished` (True), `pad_small_chunks` (True: a forward of 2-3
+`mtp_core.papers.p1.mask_token.add_mask_token`), `prune_finished` (True), `pad_small_chunks` (True: a forward of 2-3
 new rows in total, batch 1 Static-k k=2 for instance, is padded to 4 with extra masks at the end, a measured
 CPU fast path; the padding follows every kept position, so by causality the outputs are unchanged).
 `extra["chunk_tokens"][i]` is the number of new tokens forward i fed for that row (prefill: prompt + k-1;
-then re-fed + k-1), and `extra["refed"][i]` the re-fed part (0 for the prefill).
+then re-fed + k-1), `extra["refed"][i]` the re-fed part (0 for the prefill) and `extra["chunk_rows"][i]` the
+rows forward i ran for every row of the batch (0 for the prefill; the tree decoders' convention, which the
+modeled speed prices: `decoding.cost.generation_steps`).
 """
 
 from __future__ import annotations
@@ -59,10 +61,10 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from .base import Decoder, GenerationResult, StopCriteria, register_decoder
-from .batch import prepare_batch
-from .cache import crop_cache, select_rows
-from .stopping import StopTracker
+from ...decoding.base import Decoder, GenerationResult, StopCriteria, register_decoder
+from ...decoding.batch import prepare_batch
+from ...decoding.cache import crop_cache, select_rows
+from ...decoding.stopping import StopTracker
 
 
 def top1_confidence(logits: torch.Tensor) -> torch.Tensor:
@@ -125,6 +127,7 @@ class MaskMTPDecoder(Decoder):
     """
 
     lossless = False
+    PARAMS = ("mask_id", "prune_finished", "pad_small_chunks", "compact_at")
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         super().__init__(model, tokenizer, **params)
@@ -136,7 +139,7 @@ class MaskMTPDecoder(Decoder):
         if self.mask_id is None and self.k > 1:
             raise ValueError(
                 f"{self.name}: no mask token id: pass mask_id=... or use a model prepared with "
-                "mtp_core.mask_token.add_mask_token (it sets model.config.mtp_mask_token_id)"
+                "mtp_core.papers.p1.mask_token.add_mask_token (it sets model.config.mtp_mask_token_id)"
             )
         self.prune = bool(params.get("prune_finished", True))
         self.pad_small = bool(params.get("pad_small_chunks", True))
@@ -155,8 +158,9 @@ class MaskMTPDecoder(Decoder):
 
     def _forward(
         self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, cache: DynamicCache, keep: int
-    ) -> torch.Tensor:
-        """One forward of a chunk; logits of its last `keep` positions. Pads 2-3 new rows to 4 (CPU fast path)."""
+    ) -> tuple[torch.Tensor, int]:
+        """One forward of a chunk: logits of its last `keep` positions, and the rows it ran (the chunk's width; 2-3
+        new rows in all are padded to 4, a CPU fast path)."""
         b, n = ids.shape
         n_pad = 4 - b * n if self.pad_small and b * n in (2, 3) else 0
         if n_pad:
@@ -169,7 +173,7 @@ class MaskMTPDecoder(Decoder):
             input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, logits_to_keep=keep + n_pad
         ).logits
         crop_cache(cache, n_pad)
-        return logits[:, :keep]
+        return logits[:, :keep], n + n_pad
 
     @torch.inference_mode()
     def generate(
@@ -182,6 +186,7 @@ class MaskMTPDecoder(Decoder):
         accepted: list[list[int]] = [[] for _ in range(n)]
         chunk_tokens: list[list[int]] = [[] for _ in range(n)]
         refed: list[list[int]] = [[] for _ in range(n)]
+        chunk_rows: list[list[int]] = [[] for _ in range(n)]
         cache = DynamicCache(config=self.model.config)
         mask_id = self.mask_id if self.mask_id is not None else 0
 
@@ -193,13 +198,13 @@ class MaskMTPDecoder(Decoder):
         chunk_pos = torch.cat([pos, pos[:, -1:] + steps[None]], dim=1)
         padded = bool((mask == 0).any())
         attn = torch.cat([mask, mask.new_ones(n, k_step - 1)], dim=1) if padded else None
-        logits = self._forward(chunk, chunk_pos, attn, cache, k_step)
+        logits, _ = self._forward(chunk, chunk_pos, attn, cache, k_step)
         crop_cache(cache, k_step - 1)
         kv_mask = mask.bool()
         next_pos = pos[:, -1] + 1  # position of the first token not yet in the cache
         counts, preds = self.accept(logits), logits.argmax(-1)
         fed = (mask.sum(1) + k_step - 1).tolist()  # new tokens of each row's forward
-        refeed = [0] * n
+        refeed, rows = [0] * n, 0  # rows of the forward (0: the prefill)
         t1 = time.perf_counter()
 
         live = list(range(n))  # original row of each batch row
@@ -215,6 +220,7 @@ class MaskMTPDecoder(Decoder):
                     accepted[row].append(c)
                     chunk_tokens[row].append(fed[b])
                     refed[row].append(refeed[b])
+                    chunk_rows[row].append(rows)
             keep = [b for b, row in enumerate(live) if not tracker.done(row)]
             if not keep:
                 break
@@ -244,7 +250,7 @@ class MaskMTPDecoder(Decoder):
                 attn = None
             else:
                 attn = torch.cat([kv_mask, valid, valid.new_ones(b_live, k_step - 1)], dim=1).long()
-            logits = self._forward(chunk, chunk_pos, attn, cache, k_step)
+            logits, rows = self._forward(chunk, chunk_pos, attn, cache, k_step)
             crop_cache(cache, k_step - 1)
             kv_mask = torch.cat([kv_mask, valid], dim=1)
             if b_live > 1 and kv_mask.shape[1] - int(kv_mask.sum(1).max()) > self.compact_at * kv_mask.shape[1]:
@@ -253,12 +259,15 @@ class MaskMTPDecoder(Decoder):
             counts, preds = self.accept(logits), logits.argmax(-1)
             fed, refeed = [x + k_step - 1 for x in r], r
         t2 = time.perf_counter()
-        return tracker.results(prompts, accepted, (t0, t1, t2), {"chunk_tokens": chunk_tokens, "refed": refed})
+        extra = {"chunk_tokens": chunk_tokens, "refed": refed, "chunk_rows": chunk_rows}
+        return tracker.results(prompts, accepted, (t0, t1, t2), extra)
 
 
 @register_decoder("static-k")
 class StaticKDecoder(MaskMTPDecoder):
     """Static-k (paper 1 §4.6): every step accepts all k predictions. Params: `k` (required), see module doc."""
+
+    PARAMS = ("k",)
 
     def predictions_per_step(self) -> int:
         if "k" not in self.params:
@@ -273,6 +282,8 @@ class StaticKDecoder(MaskMTPDecoder):
 class ConfAdaptDecoder(MaskMTPDecoder):
     """ConfAdapt (paper 1 §4.6): per step the longest leading run with top-1 confidence >= `tau` (default 0.9),
     at least 1, at most `k_max` (default 16, the paper's). The paper's tau grid: 0.995 .. 0.6."""
+
+    PARAMS = ("tau", "k_max")
 
     def predictions_per_step(self) -> int:
         self.tau = float(self.params.get("tau", 0.9))

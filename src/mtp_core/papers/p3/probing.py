@@ -69,9 +69,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..masks.tree import TreeBuffers, chain_buffers
-from .base import register_decoder
-from .cost import ShrunkRates, WallClockGuard, measure_costs
+from ...decoding.base import register_decoder
+from ...decoding.cost import GUARD_PARAMS, ShrunkRates, WallClockGuard, measure_costs
+from ...decoding.tree import Draft, TreeDecoder, TreeState
+from ...masks.tree import TreeBuffers, chain_buffers
 from .draft_trees import (
     EXPANSIONS,
     ProbeCandidates,
@@ -86,7 +87,6 @@ from .draft_trees import (
     top1_candidates,
     tree_nodes,
 )
-from .tree import Draft, TreeDecoder, TreeState
 
 STRATEGIES = ("last_n", "gaussian", "prompt_mean", "vocab_mean")
 
@@ -194,6 +194,8 @@ class ProbingDecoder(TreeDecoder):
     """
 
     lossless = True
+    PARAMS = ("strategy", "masks_per_step", "bc", "topk", "expansion", "branching", "prune", "alpha", "n_last",
+              "last_n_context", "scale", "seed", *GUARD_PARAMS)
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         super().__init__(model, tokenizer, **params)

@@ -1,0 +1,7 @@
+"""`python -m mtp_core.cli`: the command line (`mtp_core.cli.main`)."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

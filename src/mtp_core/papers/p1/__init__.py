@@ -1,0 +1,23 @@
+"""Paper 1, "Multi-Token Prediction via Self-Distillation" (papers/01_mtp_self_distillation.txt): a next-token
+model becomes a multi-token one with a `<MTP>` mask token and the student-forced online loss, decoded with
+Static k and ConfAdapt(τ).
+
+Modules: `plan` (config section -> runs, evaluation jobs, result files, checks), `mask_token` (§4.1), `masks`
+(blocked regions, §4.2-4.4), `losses` (§3.3), `train` (step, batches, the launcher method `p1`), `decoders`
+(`static-k`, `conf-adapt`, §4.5-4.6), `confidence` (Figure 6), `report` (Tables 1-5, Figures 5-11).
+"""
+
+from ...registry import Method, Paper
+from . import plan
+from .decoders import ConfAdaptDecoder, StaticKDecoder
+
+PAPER = Paper(
+    name="p1",
+    title="MTP via self-distillation",
+    check=plan.check,
+    targets=plan.all_targets,
+    leaderboard=plan.leaderboard_entries,
+    methods=(Method("p1", "mtp_core.papers.p1.train:launch_entry", "mtp_core.papers.p1.train:launch_check",
+                    "mtp_core.papers.p1.plan:from_config"),),
+    decoders=(StaticKDecoder, ConfAdaptDecoder),
+)

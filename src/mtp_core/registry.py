@@ -1,0 +1,124 @@
+"""The paper registry: what each paper package contributes to the pipeline, declared once in a `Paper` spec.
+
+The core (config checks, the launcher, the decoder registry, `rule all`, the leaderboard) asks this registry and
+imports no paper; each paper package (`mtp_core.papers.<name>`) builds one `Paper` and names it as an entry
+point of the group `mtp_core.papers` in `pyproject.toml`:
+
+```toml
+[project.entry-points."mtp_core.papers"]
+p1 = "mtp_core.papers.p1:PAPER"
+```
+
+so a new paper, in this repository or in a package of its own, is added without editing the core (the pattern
+of torchtitan's `TrainSpec` registry and of pytest's plugins). Papers are loaded once, on the first question,
+in the order of their names; `register_paper` adds one by hand (tests, notebooks).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+ENTRY_POINT_GROUP = "mtp_core.papers"
+_NAME = re.compile(r"^p[0-9]+$")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A training method the launcher runs by name (`mtp_core.train.launch`): three `module:function` paths,
+    resolved where they run. `entry(settings, run_dir, *, dist, device, callbacks)` runs in the job (every rank)
+    and returns a `TrainResult` or a dict; `check(settings) -> settings` validates and normalises the settings in
+    the launcher before anything is submitted; `from_config(config, run) -> (settings, launcher overrides)`
+    resolves a run named in a config file."""
+
+    name: str
+    entry: str
+    check: str | None = None
+    from_config: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaderboardEntry:
+    """One row of the leaderboard (DESIGN.md "The leaderboard"): a decoder with its parameters on the
+    leaderboard model, or on a checkpoint trained from it (`checkpoint`: a directory some rule of the paper
+    writes, `model`: the declared model it was trained from, whose tokenizer and template it keeps).
+
+    `label` is the row's file name (unique across papers), `title` what tables and figures show, `params`
+    the decoder's parameters with `decoder` (the registry name)."""
+
+    paper: str
+    label: str
+    title: str
+    params: Mapping[str, Any]
+    checkpoint: str | None = None
+    model: str | None = None
+
+
+def _nothing(config: dict) -> list:
+    return []
+
+
+@dataclass(frozen=True)
+class Paper:
+    """What one paper registers (its name runs through config `papers.<name>`, `workflow/rules/<name>.smk`,
+    `workflow/scripts/<name>_*.py`, `mtp_core/papers/<name>/` and `results/*/<name>/`).
+
+    * `check(config)`: the cross-references and settings of `papers.<name>` that the JSON schema cannot express
+      (called before any job, only when the paper is enabled); raises `config.ConfigError` naming the key.
+    * `targets(config)`: the files `rule all` builds for it (when enabled).
+    * `leaderboard(config)`: its rows of the leaderboard (when enabled).
+    * `methods`: its training methods for the launcher (`train.launch`), by name.
+    * `decoders`: its `Decoder` classes (registered by name when the paper loads).
+    """
+
+    name: str
+    title: str
+    check: Callable[[dict], None]
+    targets: Callable[[dict], list[str]] = _nothing
+    leaderboard: Callable[[dict], list[LeaderboardEntry]] = _nothing
+    methods: tuple[Method, ...] = ()
+    decoders: tuple[type, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"paper name {self.name!r}: p<number>, as in config `papers.p1`")
+
+    def enabled(self, config: dict) -> bool:
+        return bool(((config.get("papers") or {}).get(self.name) or {}).get("enabled"))
+
+
+_PAPERS: dict[str, Paper] = {}
+_loaded = False
+
+
+def register_paper(paper: Paper) -> Paper:
+    """Add a paper (the entry points do this for the packaged ones); a second paper of the same name is an error."""
+    old = _PAPERS.get(paper.name)
+    if old is not None and old is not paper:
+        raise ValueError(f"paper {paper.name!r} registered twice")
+    _PAPERS[paper.name] = paper
+    return paper
+
+
+def papers() -> dict[str, Paper]:
+    """Every registered paper by name (sorted), loading the entry points of `mtp_core.papers` on the first call."""
+    global _loaded
+    if not _loaded:
+        found = entry_points(group=ENTRY_POINT_GROUP)
+        if not found:
+            raise RuntimeError(f"no entry points in group {ENTRY_POINT_GROUP!r}: is mtp-repro installed "
+                               "(`make venv`, or `pip install -e .`)?")
+        for ep in found:
+            paper = ep.load()
+            if not isinstance(paper, Paper) or paper.name != ep.name:
+                raise RuntimeError(f"entry point {ep.name} = {ep.value} is not the Paper named {ep.name!r}")
+            register_paper(paper)
+        _loaded = True
+    return dict(sorted(_PAPERS.items()))
+
+
+def enabled_papers(config: dict) -> list[Paper]:
+    return [p for p in papers().values() if p.enabled(config)]

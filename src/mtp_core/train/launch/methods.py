@@ -1,0 +1,100 @@
+"""Training methods the launcher runs, by name (`registry.Method`): the core's `sft` (fine-tunes of `finetuned`
+models) and every registered paper's (`Paper.methods`), or any `module:attr` (a `Method`, or an entry function);
+and the settings check and loading every training of a declared model on (query, response) rows shares.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ... import registry
+from ...registry import Method
+from ..config import TrainConfig
+
+
+CORE_METHODS = (
+    Method("sft", "mtp_core.train.sft:launch_entry", "mtp_core.train.sft:launch_check",
+           "mtp_core.model_plan:finetune_from_config"),
+)
+# the settings every training of a declared model on (query, response) rows has (`check_model_data_train`)
+MODEL_DATA_KEYS = ("model", "base_dir", "base_stamp", "data", "train", "on_bad_row")
+
+
+def resolve(path: str) -> Any:
+    """The object at `module:attr` (attr may be dotted)."""
+    module, sep, attr = path.partition(":")
+    if not sep:
+        raise ValueError(f"{path!r} is not of the form module:function")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def methods() -> dict[str, Method]:
+    """Every method by name: the core's, then each registered paper's (a name used twice is an error)."""
+    out = {m.name: m for m in CORE_METHODS}
+    for paper in registry.papers().values():
+        for m in paper.methods:
+            if m.name in out:
+                raise ValueError(f"training method {m.name!r} of paper {paper.name} is registered twice")
+            out[m.name] = m
+    return out
+
+
+def get_method(name: str) -> Method:
+    """A registered method, or `module:attr` naming a `Method` or an entry function (no check, no resolver)."""
+    known = methods()
+    if name in known:
+        return known[name]
+    if ":" in name:
+        obj = resolve(name)
+        return obj if isinstance(obj, Method) else Method(name, name)
+    raise ValueError(f"unknown training method {name!r} (registered: {', '.join(sorted(known))}; or module:function)")
+
+
+def _abs(path: str | None) -> str | None:
+    return None if path is None else str(Path(path).resolve())
+
+
+def known_keys(settings: dict, allowed: Sequence[str], what: str) -> None:
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise ValueError(f"{what}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))})")
+
+
+def check_model_data_train(settings: dict, extra_keys: Sequence[str], what: str) -> dict:
+    """The settings every training of a declared model on rows has (`MODEL_DATA_KEYS`) plus `extra_keys`:
+    `model` (a model spec as in `models:`, with `name`), `base_dir` (its prepared checkpoint, for
+    gguf/tiny/finetuned sources), `base_stamp` (for a fine-tuned base: what trained it, so a retrained base
+    supersedes old state; `model_plan.base_stamp`), `data` (train JSONL with query/response), `train`
+    (TrainConfig keys), `on_bad_row`. Paths come back absolute."""
+    known_keys(settings, (*MODEL_DATA_KEYS, *extra_keys), what)
+    for key in ("model", "data", "train"):
+        if key not in settings:
+            raise ValueError(f"{what}: {key!r} is required")
+    if not isinstance(settings["model"], dict) or "source" not in settings["model"]:
+        raise ValueError(f"{what}.model: a model spec with `source` (as declared under `models:`)")
+    TrainConfig.from_dict(settings["train"])
+    out = dict(settings)
+    out["data"] = _abs(settings["data"])
+    if not Path(out["data"]).is_file():
+        raise ValueError(f"{what}.data: {settings['data']} does not exist")
+    out["base_dir"] = _abs(settings.get("base_dir"))
+    if out["base_dir"] is not None and not Path(out["base_dir"]).is_dir():
+        raise ValueError(f"{what}.base_dir: {settings['base_dir']} is not a directory")
+    if settings["model"]["source"] == "local":
+        out["model"] = {**settings["model"], "path": _abs(settings["model"]["path"])}
+    return out
+
+
+def load_model_and_rows(settings: dict) -> tuple[Any, list[dict]]:
+    """The base model and the (query, response) train rows of checked settings (`check_model_data_train`)."""
+    from ...data.rows import read_rows
+    from ...models import load_model
+
+    loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
+    return loaded, read_rows(settings["data"], settings.get("on_bad_row", "error"))

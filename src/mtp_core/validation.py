@@ -1,0 +1,78 @@
+"""Config validation, before any job: the JSON schema with its defaults (the same call Snakemake makes), then what
+a schema cannot express: every name used in one section (a model, a dataset, a prompt set, a decoder, a task) is
+declared in another, fine-tuned models build, and every enabled paper's own check (`mtp_core.registry`) passes.
+Each error names the offending key.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import leaderboard, registry
+from .config import ConfigError, read_config, validate_schema
+from .io import InputError
+from .decoding import decoder_class
+from .evaluate.tasks import is_local_task, task_dataset
+from .model_plan import check as check_models
+
+
+def check_references(config: dict) -> None:
+    """Every name used in a section is declared (`models`, `datasets`, `prompt_sets`, registered decoders, local
+    tasks' datasets), fine-tuned models build (`model_plan.check`), and every enabled paper passes its check."""
+    models, datasets, prompt_sets = config["models"], config["datasets"], config["prompt_sets"]
+
+    def need(kind: str, table: dict, name: str, key: str) -> None:
+        if name not in table:
+            raise ConfigError(f"{key}: {kind} {name!r} is not declared (declared: {', '.join(sorted(table))})")
+
+    for section in ("decoding", "evaluation"):
+        need("model", models, config[section]["model"], f"{section}.model")
+    for i, name in enumerate(config["decoding"]["prompt_sets"]):
+        need("prompt set", prompt_sets, name, f"decoding.prompt_sets[{i}]")
+    for name, ds in datasets.items():
+        if ds["kind"] == "pretrain_text":
+            need("model", models, ds["tokenizer"], f"datasets.{name}.tokenizer")
+    for name, ps in prompt_sets.items():
+        if ps["source"] == "math":
+            need("dataset", datasets, ps["dataset"], f"prompt_sets.{name}.dataset")
+            if datasets[ps["dataset"]]["kind"] not in ("synthetic_math", "metamathqa"):
+                raise ConfigError(f"prompt_sets.{name}.dataset: {ps['dataset']!r} is not a math dataset")
+    for source in ("sharegpt", "humaneval"):
+        users = [n for n, ps in prompt_sets.items() if ps["source"] in (source, "specbench")]
+        if users and not any(ds["kind"] == source for ds in datasets.values()):
+            raise ConfigError(f"prompt_sets.{users[0]}: needs a dataset of kind {source!r} in `datasets`")
+    for i, task in enumerate(config["evaluation"]["tasks"]):
+        if is_local_task(task):
+            try:
+                task_dataset(config, task)
+            except ValueError as e:
+                raise ConfigError(f"evaluation.tasks[{i}]: {e}") from None
+    for section in ("decoding", "evaluation"):
+        for label, params in config[section]["decoders"].items():
+            try:
+                decoder_class(label, params)
+            except InputError as e:
+                raise ConfigError(f"{section}.decoders.{label}: {e}") from None
+    check_models(config)  # fine-tuned models: base, dataset, training settings
+    papers = registry.papers()
+    for name, section in (config.get("papers") or {}).items():
+        if (section or {}).get("enabled") and name not in papers:
+            raise ConfigError(f"papers.{name}: enabled, but no paper {name!r} is registered "
+                              f"(registered: {', '.join(papers)})")
+    for paper in registry.enabled_papers(config):
+        paper.check(config)
+    leaderboard.check(config)  # last: the papers' rows are built from their checked sections
+
+
+def validate_config(config: dict) -> dict:
+    """Schema (with defaults) then references; returns the same dict for chaining."""
+    validate_schema(config)
+    check_references(config)
+    return config
+
+
+def load_config(path: str | os.PathLike) -> dict:
+    """A config file, schema-validated with defaults and reference-checked."""
+    config = read_config(path)
+    check_references(config)
+    return config

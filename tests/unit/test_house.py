@@ -1,0 +1,92 @@
+"""The house rules (issue "A house for five papers"): the import-linter contracts (cli > papers > core, papers
+independent of each other, no import cycle in mtp_core), ruff's lint and format, no module over ~500 lines, and
+the paper registry that lets the core use papers it never imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtp_core import registry
+from mtp_core.config import ConfigError
+from mtp_core.decoding import decoders
+from mtp_core.registry import Paper
+from mtp_core.train.launch.methods import get_method, methods
+from mtp_core.validation import load_config
+
+from ..conftest import REPO
+
+BIN = Path(sys.executable).parent
+LINTED = ["src", "tests", "workflow/scripts", "benchmarks"]
+MAX_LINES = 500
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_import_contracts_hold():
+    proc = _run(str(BIN / "lint-imports"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "Contracts: 3 kept, 0 broken" in proc.stdout
+
+
+def test_ruff_lint_is_clean():
+    proc = _run(str(BIN / "ruff"), "check", *LINTED)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_ruff_format_is_applied():
+    proc = _run(str(BIN / "ruff"), "format", "--check", *LINTED)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_no_module_over_500_lines():
+    big = {str(p.relative_to(REPO)): n for p in sorted((REPO / "src").rglob("*.py"))
+           if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not big, f"split these by job: {big}"
+
+
+def test_registry_loads_every_paper_package():
+    papers = registry.papers()
+    packaged = sorted(p.name for p in (REPO / "src/mtp_core/papers").iterdir() if (p / "__init__.py").is_file())
+    assert list(papers) == packaged == ["p1", "p3"]
+    for name, paper in papers.items():
+        assert paper.name == name and paper.title
+        for cls in paper.decoders:
+            assert decoders()[cls.name] is cls, (name, cls)
+        for m in paper.methods:
+            assert get_method(m.name) is m
+    assert {"sft", "p1"} <= set(methods())
+    assert {"static-k", "conf-adapt", "probing", "greedy", "prompt-lookup", "lookahead", "stand"} <= set(decoders())
+
+
+def test_a_paper_registers_once():
+    p1 = registry.papers()["p1"]
+    assert registry.register_paper(p1) is p1  # the same object again: a no-op
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register_paper(Paper("p1", "another paper 1", check=lambda c: None))
+    with pytest.raises(ValueError, match="p<number>"):
+        Paper("paper1", "x", check=lambda c: None)
+
+
+def test_an_enabled_paper_must_be_registered(tmp_path):
+    text = (REPO / "config/tiny.yaml").read_text().replace("p4: {enabled: false}", "p4: {enabled: true}")
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"papers.p4: enabled, but no paper 'p4' is registered \(registered: p1, p3\)"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_the_core_imports_no_paper():
+    """Importing every core module leaves the papers unloaded until the registry is asked (entry points)."""
+    code = ("import sys, importlib, pkgutil, mtp_core\n"
+            "for m in pkgutil.walk_packages(mtp_core.__path__, 'mtp_core.'):\n"
+            "    if m.name.split('.')[1] not in ('papers', 'cli') and not m.name.endswith('__main__'):\n"
+            "        importlib.import_module(m.name)\n"
+            "print(sorted(n for n in sys.modules if n.startswith('mtp_core.papers')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"

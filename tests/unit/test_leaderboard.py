@@ -1,0 +1,168 @@
+"""The leaderboard: answer scoring equal to lm-eval's filter and metric, the plan (rows from the config and the
+papers, checks before any job), a decoding job on a tiny model (per-row weights, modeled speedup, accuracy,
+lossless rows identical to greedy) and its table and figure."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import pytest
+import yaml
+
+from mtp_core import leaderboard as lb
+from mtp_core.bench import encode_prompts
+from mtp_core.config import ConfigError
+from mtp_core.decode_run import accuracy, decode_prompt_set
+from mtp_core.decoding.cost import CostModel, generation_steps, modeled_speedup
+from mtp_core.evaluate.answers import extract_answer, is_correct
+from mtp_core.models import load_model
+from mtp_core.papers.p1.mask_token import add_mask_token
+from mtp_core.report import load_results
+from mtp_core.report.leaderboard import leaderboard_figure, leaderboard_frame, leaderboard_table
+from mtp_core.validation import validate_config
+
+from ..conftest import REPO
+
+TEXTS = ["So 3 + 4 = 7. The answer is 7.", "It costs $1,250.", "We get 12.5 apples; 13 in all.", "no number",
+         "#### 42", "-3 degrees", "The answer is: 2,000.", "1.5.", "7 7 7 8"]
+REFS = ["7", "1250", "13", "5", "42", "-3", "2000", "1.5", "8"]
+
+
+def test_answer_scoring_equals_lm_evals_filter_and_metric():
+    from lm_eval.api.metrics import exact_match_hf_evaluate
+    from lm_eval.filters.extraction import RegexFilter
+
+    spec = yaml.safe_load((REPO / "src/mtp_core/evaluate/tasks/synthetic_math_cot.yaml").read_text())
+    flexible = next(f for f in spec["filter_list"] if f["name"] == "flexible-extract")["filter"][0]
+    metric = spec["metric_list"][0]
+    filt = RegexFilter(regex_pattern=flexible["regex_pattern"], group_select=flexible["group_select"])
+    extracted = [x[0] for x in filt.apply([[t] for t in TEXTS], [{}] * len(TEXTS))]
+    assert [extract_answer(t) for t in TEXTS] == extracted
+    for text, ref, ex in zip(TEXTS, REFS, extracted):
+        want = exact_match_hf_evaluate([ex], [ref], regexes_to_ignore=metric["regexes_to_ignore"],
+                                       ignore_case=metric["ignore_case"])["exact_match"]
+        assert is_correct(text, ref) == bool(want), (text, ref)
+    assert [is_correct(t, r) for t, r in zip(TEXTS, REFS)] == [True, True, True, False, True, True, True, True, True]
+
+
+def test_accuracy_with_standard_error():
+    rows = [{"answer": "7"}, {"answer": "8"}, {"answer": "9"}]
+    acc = accuracy(["7", "8", "1"], rows)
+    assert acc["value"] == pytest.approx(2 / 3)
+    assert acc["stderr"] == pytest.approx(math.sqrt((2 / 9) / 2))  # population variance / (n - 1)
+    assert accuracy(["7", "8"], [{"answer": "7"}, {}]) is None  # a mixed set: no accuracy
+
+
+@pytest.fixture(scope="module")
+def tiny_config():
+    return validate_config(yaml.safe_load((REPO / "config/tiny.yaml").read_text()))
+
+
+def test_rows_come_from_the_config_and_the_papers(tiny_config):
+    rows = lb.entries(tiny_config)
+    assert [r.label for r in rows] == ["greedy", "pld", "lookahead", "stand", "p1-main-static-k2",
+                                       "p1-main-conf-adapt-tau0.9", "p3-probing_vocab_mean-bc10",
+                                       "p3-probing_vocab_mean-bc10-guarded"]
+    p1 = rows[4]
+    assert p1.checkpoint == "results/models/p1/main/model" and p1.model == "tiny-qwen3-math"
+    assert rows[-1].params["adaptive"] is True and "adaptive" not in rows[-2].params
+    assert lb.checkpoints(tiny_config) == ["results/models/p1/main/model"]
+    assert lb.targets(tiny_config)[0] == "results/tables/leaderboard.csv"
+    paths = lb.job_results(tiny_config, "math")
+    assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 8
+    off = copy.deepcopy(tiny_config)
+    off["papers"]["p3"]["enabled"] = False
+    assert not any(r.paper == "p3" for r in lb.entries(off))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["leaderboard"].update(model="nope"), "leaderboard.model: model 'nope' is not declared"),
+    (lambda c: c["leaderboard"]["prompt_sets"].update(nope={}), "leaderboard.prompt_sets.nope: prompt set 'nope'"),
+    (lambda c: c["leaderboard"]["baselines"]["pld"].update(depth=3),
+     "leaderboard.baselines.pld: prompt-lookup: unknown parameter(s) depth"),
+    (lambda c: c["leaderboard"]["baselines"].update({"p1-main-static-k2": {"decoder": "greedy"}}), "is used twice"),
+    (lambda c: c["leaderboard"].update(model="tiny-llama"), "papers.p1.leaderboard.p1-main-static-k2: its "
+     "checkpoint is trained from 'tiny-qwen3-math', not from the leaderboard's model 'tiny-llama'"),
+    (lambda c: c["papers"]["p3"]["leaderboard"].update(methods=["nope"]), "papers.p3.leaderboard.methods[0]"),
+])
+def test_bad_leaderboard_config_names_the_key(edit, message):
+    raw = yaml.safe_load((REPO / "config/tiny.yaml").read_text())
+    edit(raw)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_config(raw)
+
+
+def test_modeled_speedup_prices_forwards_by_rows(tiny_llama):
+    from mtp_core.decoding import GenerationResult
+
+    cost = CostModel({1: 1.0, 4: 2.0, 8: 3.0}, online=False)
+    greedy = GenerationResult(list(range(6)), [1] * 6, 3, 0.0, 0.0, "length")  # 5 one-row steps after the prefill
+    tree = GenerationResult(list(range(6)), [1, 3, 2], 3, 0.0, 0.0, "length", {"chunk_rows": [0, 4, 8]})
+    assert generation_steps(greedy, cost) == 5 and generation_steps(tree, cost) == 5.0
+    assert modeled_speedup([tree], [greedy], cost) == pytest.approx(1.0)
+    fast = GenerationResult(list(range(6)), [1, 5], 3, 0.0, 0.0, "length", {"chunk_rows": [0, 4]})
+    assert modeled_speedup([fast], [greedy], cost) == pytest.approx(2.5)
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory, tiny_loaded_qwen):
+    """A 'paper 1 student' of the tiny Qwen3: the base weights with a `<MTP>` row (untrained), as a checkpoint."""
+    d = tmp_path_factory.mktemp("student") / "model"
+    loaded = load_model(tiny_loaded_qwen[0], base_dir=tiny_loaded_qwen[1])
+    add_mask_token(loaded.model, loaded.tokenizer, seed=0)
+    loaded.model.save_pretrained(d)
+    loaded.tokenizer.save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def tiny_loaded_qwen(tmp_path_factory):
+    from mtp_core.models import prepare_base_model
+
+    from ..conftest import tiny_spec
+
+    spec = tiny_spec("qwen3", chat_template=False)
+    return spec, prepare_base_model(spec, tmp_path_factory.mktemp("qwen") / "model")
+
+
+def test_decoding_job_writes_a_result_per_row(tmp_path, tiny_loaded_qwen, student):
+    spec, base_dir = tiny_loaded_qwen
+    base = load_model(spec, base_dir=base_dir)
+    mtp = load_model(spec, checkpoint=student)
+    rows = [{"id": str(i), "category": "math_reasoning", "prompt": f"What is {i} + {i}?", "answer": str(2 * i)}
+            for i in range(1, 4)]
+    decoders = {"greedy": {"decoder": "greedy"}, "pld": {"decoder": "prompt-lookup", "num_draft": 4},
+                "st": {"decoder": "static-k", "k": 2}}
+    outs = [str(tmp_path / f"{n}.json") for n in decoders]
+    decode_prompt_set(base, rows, decoders, outs, "math", "tiny", "h", max_new_tokens=8, batch_size=1, threads=1,
+                      warmup=0, repeats=1, paper="leaderboard", models={"st": mtp}, papers={"st": "p1"},
+                      modeled=True)
+    frame = load_results(outs)
+    g, p, s = (frame.iloc[i] for i in range(3))
+    assert g["modeled_speedup_vs_greedy"] == pytest.approx(1.0) and g["speedup_vs_greedy"] == pytest.approx(1.0)
+    assert p["identical_fraction"] == 1.0 and p["lossless"] and p["paper"] == "leaderboard"
+    assert s["paper"] == "p1" and not s["lossless"] and s["modeled_speedup_vs_greedy"] > 0
+    assert "accuracy" in g["metrics"] and 0 <= g["metrics"]["accuracy"]["value"] <= 1
+    assert frame["settings"].iloc[0]["step_cost"]["1"] > 0
+    rows_meta = [{"label": "greedy", "title": "Greedy"}, {"label": "pld", "title": "PLD"},
+                 {"label": "st", "title": "P1 Static k=2"}]
+    data = leaderboard_frame(frame, rows_meta)
+    assert list(data["row"]) == ["Greedy", "PLD", "P1 Static k=2"] and list(data["lossless"]) == ["yes", "yes", "no"]
+    table = leaderboard_table(frame, rows_meta)
+    assert "× greedy (modeled)" in table.data.columns and "accuracy (%)" in table.data.columns
+    leaderboard_figure(frame, rows_meta, tmp_path / "f.png", tmp_path / "f.pdf")
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_p1_decoders_report_chunk_rows(tiny_loaded_qwen, student):
+    spec, _ = tiny_loaded_qwen
+    mtp = load_model(spec, checkpoint=student)
+    from mtp_core.decoding import build_decoder
+
+    g = build_decoder("static-k", mtp.model, mtp.tokenizer, k=3).generate(
+        [encode_prompts(mtp, [{"id": "a", "prompt": "hello"}])[0].ids], 9, mtp.stop_criteria())[0]
+    rows = g.extra["chunk_rows"]
+    assert rows[0] == 0 and len(rows) == g.forward_passes
+    assert all(r == 3 - 1 + 3 for r in rows[1:-1])  # re-fed 3 accepted tokens + 2 masks
