@@ -41,11 +41,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, run_bench  # noqa: E402
-from mtp_core.decoding.base import GenerationResult, decoders, registry_name  # noqa: E402
+from mtp_core.decoding.base import GenerationResult, registry_name  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
+from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
 from mtp_core.papers.p1.decoders import ConfAdaptDecoder, StaticKDecoder  # noqa: E402
 from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402
-from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
 
 log = logging.getLogger("p1_speed")
 
@@ -117,12 +117,29 @@ class ForwardClock:
 def load(model_dir: Path) -> tuple[LoadedModel, str]:
     """The prepared checkpoint if there is one, else a tiny random model (and a note saying so)."""
     if (model_dir / "config.json").is_file():
-        spec = {"source": "local", "path": str(model_dir), "name": model_dir.name, "dtype": "float32",
-                "chat_template": True}
+        spec = {
+            "source": "local",
+            "path": str(model_dir),
+            "name": model_dir.name,
+            "dtype": "float32",
+            "chat_template": True,
+        }
         return load_model(spec), f"{model_dir}"
-    spec = {"source": "tiny", "arch": "llama", "name": "tiny-llama", "hidden_size": 256, "num_layers": 4,
-            "num_heads": 4, "num_kv_heads": 2, "intermediate_size": 768, "max_position_embeddings": 2048,
-            "tie_word_embeddings": True, "init_seed": 0, "chat_template": True, "dtype": "float32"}
+    spec = {
+        "source": "tiny",
+        "arch": "llama",
+        "name": "tiny-llama",
+        "hidden_size": 256,
+        "num_layers": 4,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+        "intermediate_size": 768,
+        "max_position_embeddings": 2048,
+        "tie_word_embeddings": True,
+        "init_seed": 0,
+        "chat_template": True,
+        "dtype": "float32",
+    }
     d = prepare_base_model(spec, Path(tempfile.mkdtemp()) / "tiny")
     return load_model(spec, base_dir=d), f"TINY random model ({model_dir} absent)"
 
@@ -175,7 +192,7 @@ def forward_times(
     times: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
     order = sorted(shapes)
     for r in range(repeats + 1):  # the first round is a warm-up
-        for width, keep in order[r % len(order):] + order[: r % len(order)]:
+        for width, keep in order[r % len(order) :] + order[: r % len(order)]:
             ids = torch.full((batch, width), mask_id, dtype=torch.long)
             ids[:, 0] = ctx[-1]
             pos = torch.arange(cache_len, cache_len + width)[None].expand(batch, -1)
@@ -218,15 +235,25 @@ def main() -> None:
     clock = ForwardClock(loaded.model)
     for cls in {decoders()[registry_name(label, params)] for label, params in decoders.items()}:
         clock.tag(cls)
-    print(f"model: {model_note}; mask id {mask_id}; prompts: {len(prompts)} from {prompt_note}; "
-          f"lengths {[len(p.ids) for p in prompts]}; {args.max_new_tokens} new tokens; threads {args.threads}")
+    print(
+        f"model: {model_note}; mask id {mask_id}; prompts: {len(prompts)} from {prompt_note}; "
+        f"lengths {[len(p.ids) for p in prompts]}; {args.max_new_tokens} new tokens; threads {args.threads}"
+    )
 
     report: dict[str, Any] = {"model": model_note, "prompts": prompt_note, "batches": {}}
     for bs in [int(x) for x in args.batch_sizes.split(",") if x]:
         clock.reset()
         t0 = time.perf_counter()
-        summary, gens = run_bench(loaded, decoders, prompts, args.max_new_tokens, batch_size=bs,
-                                  warmup=args.warmup, repeats=args.repeats, threads=args.threads)
+        summary, gens = run_bench(
+            loaded,
+            decoders,
+            prompts,
+            args.max_new_tokens,
+            batch_size=bs,
+            warmup=args.warmup,
+            repeats=args.repeats,
+            threads=args.threads,
+        )
         bench_s = time.perf_counter() - t0
         b = min(bs, len(prompts))
         shapes = {name: step_shapes(gens[name], prompts, bs) for name in decoders if name != "greedy"}
@@ -253,31 +280,52 @@ def main() -> None:
             inrun = None
             if c["inrun_step_ms"] and g_clock["inrun_step_ms"] and dec_k and g_dec_tps:
                 inrun = dec_tps / (dec_k * g_dec_tps * g_clock["inrun_step_ms"] / c["inrun_step_ms"])
-            rows.append({
-                "overhead_share": c["overhead_share"], "inrun_step_ms": c["inrun_step_ms"], "inrun_target_ratio": inrun,
-                "decode_tokens_per_s": dec_tps, "decode_eff_k": dec_k, "decode_bound_tokens_per_s": dec_bound,
-                "decode_target_ratio": dec_tps / dec_bound if dec_bound else None,
-                "decoder": name, "tokens_per_s": d["tokens_per_s"], "vs_greedy": d["tokens_per_s"] / g_tps,
-                "eff_k": eff_k, "t1_ms": 1e3 * t1, "t_step_ms": 1e3 * t_step, "bound_tokens_per_s": bound,
-                "target_ratio": d["tokens_per_s"] / bound, "tokens_per_s_repeats": d["tokens_per_s_repeats"],
-                "step_widths": sorted({w for w, _ in shapes.get(name, [])}),
-            })
-        report["batches"][str(bs)] = {"rows": rows, "cache_len": cache_len, "bench_s": bench_s, "forward_s": fwd_s,
-                                      "forward_ms": {f"{w}x{k}": 1e3 * v for (w, k), v in sorted(ft.items())}}
+            rows.append(
+                {
+                    "overhead_share": c["overhead_share"],
+                    "inrun_step_ms": c["inrun_step_ms"],
+                    "inrun_target_ratio": inrun,
+                    "decode_tokens_per_s": dec_tps,
+                    "decode_eff_k": dec_k,
+                    "decode_bound_tokens_per_s": dec_bound,
+                    "decode_target_ratio": dec_tps / dec_bound if dec_bound else None,
+                    "decoder": name,
+                    "tokens_per_s": d["tokens_per_s"],
+                    "vs_greedy": d["tokens_per_s"] / g_tps,
+                    "eff_k": eff_k,
+                    "t1_ms": 1e3 * t1,
+                    "t_step_ms": 1e3 * t_step,
+                    "bound_tokens_per_s": bound,
+                    "target_ratio": d["tokens_per_s"] / bound,
+                    "tokens_per_s_repeats": d["tokens_per_s_repeats"],
+                    "step_widths": sorted({w for w, _ in shapes.get(name, [])}),
+                }
+            )
+        report["batches"][str(bs)] = {
+            "rows": rows,
+            "cache_len": cache_len,
+            "bench_s": bench_s,
+            "forward_s": fwd_s,
+            "forward_ms": {f"{w}x{k}": 1e3 * v for (w, k), v in sorted(ft.items())},
+        }
         print(f"\n## batch {bs}  (bench {bench_s:.0f}s, forward timing {fwd_s:.0f}s, cache length {cache_len})")
-        print("| decoder | tok/s | vs greedy | eff k | t(1 tok) ms | t(step) ms | bound tok/s | ratio "
-              "| decode-only: tok/s | eff k | ratio | in-run: step ms | ratio | overhead |")
+        print(
+            "| decoder | tok/s | vs greedy | eff k | t(1 tok) ms | t(step) ms | bound tok/s | ratio "
+            "| decode-only: tok/s | eff k | ratio | in-run: step ms | ratio | overhead |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         fmt = lambda x, spec=".2f": "-" if x is None else format(x, spec)  # noqa: E731
         for r in rows:
             ok = "ok" if r["target_ratio"] >= 0.9 else "BELOW"
             dr = r["decode_target_ratio"]
             dok = "" if dr is None else ("ok" if dr >= 0.9 else "BELOW")
-            print(f"| {r['decoder']} | {r['tokens_per_s']:.2f} | {r['vs_greedy']:.2f}x | {r['eff_k']:.2f} | "
-                  f"{r['t1_ms']:.1f} | {r['t_step_ms']:.1f} | {r['bound_tokens_per_s']:.2f} | "
-                  f"{r['target_ratio']:.2f} {ok} | {fmt(r['decode_tokens_per_s'])} | {fmt(r['decode_eff_k'])} | "
-                  f"{fmt(dr)} {dok} | {fmt(r['inrun_step_ms'], '.1f')} | {fmt(r['inrun_target_ratio'])} | "
-                  f"{fmt(r['overhead_share'], '.1%')} |")
+            print(
+                f"| {r['decoder']} | {r['tokens_per_s']:.2f} | {r['vs_greedy']:.2f}x | {r['eff_k']:.2f} | "
+                f"{r['t1_ms']:.1f} | {r['t_step_ms']:.1f} | {r['bound_tokens_per_s']:.2f} | "
+                f"{r['target_ratio']:.2f} {ok} | {fmt(r['decode_tokens_per_s'])} | {fmt(r['decode_eff_k'])} | "
+                f"{fmt(dr)} {dok} | {fmt(r['inrun_step_ms'], '.1f')} | {fmt(r['inrun_target_ratio'])} | "
+                f"{fmt(r['overhead_share'], '.1%')} |"
+            )
         print("forward ms (width x kept logits):", report["batches"][str(bs)]["forward_ms"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import platform
 import statistics
@@ -31,20 +30,30 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from mtp_core.data.rows import read_rows  # noqa: E402
 from mtp_core.io import atomic_write_json  # noqa: E402
 from mtp_core.papers.p1.losses import P1LossConfig, ntp_loss, p1_loss  # noqa: E402
 from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402
 from mtp_core.papers.p1.masks import build_blocked_batch  # noqa: E402
-from mtp_core.data.rows import read_rows  # noqa: E402
 from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens  # noqa: E402
 
-TINY = {"source": "tiny", "arch": "llama", "hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
-        "intermediate_size": 128, "max_position_embeddings": 2048, "tie_word_embeddings": True, "init_seed": 0}
+TINY = {
+    "source": "tiny",
+    "arch": "llama",
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": True,
+    "init_seed": 0,
+}
 
 
 def load(args):
@@ -65,8 +74,13 @@ def rows_for(args, n):
     path = REPO / "results" / "data" / "math" / "train.jsonl"
     if path.exists():
         return read_rows(path)[:n]
-    return [{"query": f"What is {i} plus {i + 3}? Explain step by step.",
-             "response": f"We add {i} and {i + 3}. " * 12 + f"The answer is: {2 * i + 3}"} for i in range(n)]
+    return [
+        {
+            "query": f"What is {i} plus {i + 3}? Explain step by step.",
+            "response": f"We add {i} and {i + 3}. " * 12 + f"The answer is: {2 * i + 3}",
+        }
+        for i in range(n)
+    ]
 
 
 def main() -> None:
@@ -96,8 +110,16 @@ def main() -> None:
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
     def blocked(k, offset):
-        return build_blocked_batch(tokens, lengths=lengths, k=k, offset=offset, num_regions=p1.num_regions,
-                                   seq_len=p1.seq_len, mask_id=mask_id, pad_id=pad)
+        return build_blocked_batch(
+            tokens,
+            lengths=lengths,
+            k=k,
+            offset=offset,
+            num_regions=p1.num_regions,
+            seq_len=p1.seq_len,
+            mask_id=mask_id,
+            pad_id=pad,
+        )
 
     b16, b9 = blocked(16, 0), blocked(9, -7)
     ntp_ids = tokens[:, : args.seq_len].clone()
@@ -117,6 +139,7 @@ def main() -> None:
             if optimise:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
+
         return go
 
     steps = {
@@ -129,16 +152,18 @@ def main() -> None:
         steps["ntp/fwd+bwd"] = run(lambda: ntp_loss(model, ntp_ids, ntp_len), optimise=False)
         steps["p1-k16/fwd+bwd"] = run(lambda: p1_loss(model, teacher, b16, hard).loss, optimise=False)
     names = list(steps)
-    print(f"model {name}, batch {args.batch} x {args.seq_len} tokens, {args.threads} thread(s), "
-          f"{'bf16 autocast' if args.bf16 else 'fp32'}; P1: M={p1.num_regions}, supervised slots k=16: "
-          f"{int(b16.supervised.sum()) * 16}, k=9: {int(b9.supervised.sum()) * 9} (of {args.batch * args.seq_len})")
+    print(
+        f"model {name}, batch {args.batch} x {args.seq_len} tokens, {args.threads} thread(s), "
+        f"{'bf16 autocast' if args.bf16 else 'fp32'}; P1: M={p1.num_regions}, supervised slots k=16: "
+        f"{int(b16.supervised.sum()) * 16}, k=9: {int(b9.supervised.sum()) * 9} (of {args.batch * args.seq_len})"
+    )
     for _ in range(args.warmup):
         for n in names:
             steps[n]()
     times: dict[str, list[float]] = {n: [] for n in names}
     t_all = time.perf_counter()
     for r in range(args.repeats):
-        order = names[r % len(names):] + names[: r % len(names)]  # rotated, so drifts hit every step alike
+        order = names[r % len(names) :] + names[: r % len(names)]  # rotated, so drifts hit every step alike
         for n in order:
             t0 = time.perf_counter()
             steps[n]()
@@ -154,12 +179,26 @@ def main() -> None:
     print("ratios to the plain NTP step (target <= 1.6):")
     for n, v in ratio.items():
         print(f"  {n:16s} {v:.2f}x  {'OK' if v <= 1.6 else 'ABOVE TARGET'}")
-    atomic_write_json(args.out, {
-        "model": name, "batch": args.batch, "seq_len": args.seq_len, "threads": args.threads, "bf16": args.bf16,
-        "repeats": args.repeats, "warmup": args.warmup, "median_s": med, "times_s": times, "ratio": ratio,
-        "target": 1.6, "num_regions": p1.num_regions, "torch": torch.__version__, "machine": platform.machine(),
-        "wall_s": time.perf_counter() - t_all,
-    })
+    atomic_write_json(
+        args.out,
+        {
+            "model": name,
+            "batch": args.batch,
+            "seq_len": args.seq_len,
+            "threads": args.threads,
+            "bf16": args.bf16,
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "median_s": med,
+            "times_s": times,
+            "ratio": ratio,
+            "target": 1.6,
+            "num_regions": p1.num_regions,
+            "torch": torch.__version__,
+            "machine": platform.machine(),
+            "wall_s": time.perf_counter() - t_all,
+        },
+    )
     print(f"wrote {args.out}")
 
 

@@ -49,15 +49,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, encode_prompts, run_bench  # noqa: E402
-from mtp_core.decoding import GenerationResult, build_decoder  # noqa: E402
+from mtp_core.decoding import build_decoder  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
 from mtp_core.decoding.cost import calibrate_on_prompt, modeled_speedup  # noqa: E402
-from mtp_core.papers.p3.draft_trees import mask_chain_parents  # noqa: E402
-from mtp_core.papers.p3.probing import ProbingDecoder  # noqa: E402
 from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
-from mtp_core.papers.p3.alignment import mask_embeddings  # noqa: E402
 from mtp_core.masks.tree import chain_buffers  # noqa: E402
 from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
+from mtp_core.papers.p3.alignment import mask_embeddings  # noqa: E402
+from mtp_core.papers.p3.draft_trees import mask_chain_parents  # noqa: E402
+from mtp_core.papers.p3.probing import ProbingDecoder  # noqa: E402
 
 log = logging.getLogger("p3_probing")
 OPEN_ENDED = {"writing", "roleplay", "conversation", "qa"}
@@ -114,12 +114,29 @@ def preset(name: str) -> tuple[str, dict[str, Any]]:
 
 def load(model_dir: Path) -> tuple[LoadedModel, str]:
     if (model_dir / "config.json").is_file():
-        spec = {"source": "local", "path": str(model_dir), "name": model_dir.name, "dtype": "float32",
-                "chat_template": True}
+        spec = {
+            "source": "local",
+            "path": str(model_dir),
+            "name": model_dir.name,
+            "dtype": "float32",
+            "chat_template": True,
+        }
         return load_model(spec), str(model_dir)
-    spec = {"source": "tiny", "arch": "llama", "name": "tiny-llama", "hidden_size": 256, "num_layers": 4,
-            "num_heads": 4, "num_kv_heads": 2, "intermediate_size": 768, "max_position_embeddings": 2048,
-            "tie_word_embeddings": True, "init_seed": 0, "chat_template": True, "dtype": "float32"}
+    spec = {
+        "source": "tiny",
+        "arch": "llama",
+        "name": "tiny-llama",
+        "hidden_size": 256,
+        "num_layers": 4,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+        "intermediate_size": 768,
+        "max_position_embeddings": 2048,
+        "tie_word_embeddings": True,
+        "init_seed": 0,
+        "chat_template": True,
+        "dtype": "float32",
+    }
     d = prepare_base_model(spec, Path(tempfile.mkdtemp()) / "tiny")
     return load_model(spec, base_dir=d), f"TINY random model ({model_dir} absent)"
 
@@ -128,12 +145,17 @@ def read_prompts(
     loaded: LoadedModel, path: Path, per_cat: int, offset: int, categories: set[str] | None = None
 ) -> tuple[list[BenchPrompt], str]:
     if not path.is_file():
-        rows = [{"id": str(i), "category": c, "prompt": p} for i, (c, p) in enumerate([
-            ("writing", "Write a short poem about a cat who likes rain."),
-            ("math_reasoning", "What is 17 times 23? Show your steps."),
-            ("coding", "How do I reverse a list in Python?"),
-            ("summarization", "Summarise the plot of Romeo and Juliet."),
-        ])]
+        rows = [
+            {"id": str(i), "category": c, "prompt": p}
+            for i, (c, p) in enumerate(
+                [
+                    ("writing", "Write a short poem about a cat who likes rain."),
+                    ("math_reasoning", "What is 17 times 23? Show your steps."),
+                    ("coding", "How do I reverse a list in Python?"),
+                    ("summarization", "Summarise the plot of Romeo and Juliet."),
+                ]
+            )
+        ]
         return encode_prompts(loaded, rows), f"hand-written prompts ({path} absent)"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     by_cat: dict[str, list[dict]] = defaultdict(list)
@@ -160,8 +182,9 @@ def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[
         cache = DynamicCache(config=model.config)
         ids = torch.tensor([p.ids])
         model(input_ids=ids, past_key_values=cache, logits_to_keep=1)
-        ctx = TreeContext(cache, torch.ones(1, len(p.ids), dtype=torch.bool), torch.tensor([cont[0]]),
-                          torch.tensor([len(p.ids)]))
+        ctx = TreeContext(
+            cache, torch.ones(1, len(p.ids), dtype=torch.bool), torch.tensor([cont[0]]), torch.tensor([len(p.ids)])
+        )
         buffers, cand = chain_buffers(t - 1), torch.tensor([cont[1:]])
         parents = mask_chain_parents(t, 2)
         for name, params in HIT_VARIANTS.items():
@@ -186,22 +209,29 @@ def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[
     for name, by_group in counts.items():
         out[name] = {
             g: {"n": int(c[0]), "t+2 top1": c[1] / c[0], "t+2 top10": c[2] / c[0], "t+3 top1": c[3] / max(1, c[4])}
-            for g, c in by_group.items() if c[0]
+            for g, c in by_group.items()
+            if c[0]
         }
     return out
 
 
 def print_hits(h: dict[str, Any]) -> None:
     print(f"\n## mask hit rates (node argmax reproduces greedy: {h['node_argmax_reproduces_greedy']:.4f})")
-    print("| mask embedding | open-ended t+2 top1 / top10 | other t+2 top1 / top10 | all t+2 top1 / top10 | "
-          f"all t+3 top1 | {POSITIONS[0]} t+2 top1 / top10 | {POSITIONS[1]} t+2 top1 / top10 |")
+    print(
+        "| mask embedding | open-ended t+2 top1 / top10 | other t+2 top1 / top10 | all t+2 top1 / top10 | "
+        f"all t+3 top1 | {POSITIONS[0]} t+2 top1 / top10 | {POSITIONS[1]} t+2 top1 / top10 |"
+    )
     print("|---|---|---|---|---|---|---|")
+
+    def cell(r: dict, g: str) -> str:
+        return f"{100 * r[g]['t+2 top1']:.1f} / {100 * r[g]['t+2 top10']:.1f} %" if g in r else "-"
+
     for name in HIT_VARIANTS:
         r = h[name]
-        cell = lambda g: (f"{100 * r[g]['t+2 top1']:.1f} / {100 * r[g]['t+2 top10']:.1f} %"  # noqa: E731
-                          if g in r else "-")
-        print(f"| {name} | {cell('open-ended')} | {cell('other')} | {cell('all')} | "
-              f"{100 * r['all']['t+3 top1']:.1f} % | {cell(POSITIONS[0])} | {cell(POSITIONS[1])} |")
+        print(
+            f"| {name} | {cell(r, 'open-ended')} | {cell(r, 'other')} | {cell(r, 'all')} | "
+            f"{100 * r['all']['t+3 top1']:.1f} % | {cell(r, POSITIONS[0])} | {cell(r, POSITIONS[1])} |"
+        )
 
 
 # ---------------------------------------------------------------- part 2: decoding side by side
@@ -215,8 +245,16 @@ def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], arg
     if "greedy" not in decoders:
         decoders = {"greedy": {}, **decoders}
     t0 = time.perf_counter()
-    summary, gens = run_bench(loaded, decoders, prompts, args.max_new_tokens, batch_size=1,
-                              warmup=args.warmup, repeats=args.repeats, threads=args.threads)
+    summary, gens = run_bench(
+        loaded,
+        decoders,
+        prompts,
+        args.max_new_tokens,
+        batch_size=1,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        threads=args.threads,
+    )
     summary["bench_s"] = time.perf_counter() - t0
     ref = gens["greedy"]
     cats = list(dict.fromkeys(p.category for p in prompts))
@@ -226,8 +264,11 @@ def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], arg
     for name, row in summary["decoders"].items():
         row["modeled_vs_greedy"] = modeled_speedup(gens[name], ref, cost)
         row["per_category_modeled_vs_greedy"] = {
-            c: modeled_speedup([g for g, p in zip(gens[name], prompts) if p.category == c],
-                               [g for g, p in zip(ref, prompts) if p.category == c], cost)
+            c: modeled_speedup(
+                [g for g, p in zip(gens[name], prompts) if p.category == c],
+                [g for g, p in zip(ref, prompts) if p.category == c],
+                cost,
+            )
             for c in cats
         }
         row["per_category_identical"] = {
@@ -242,21 +283,27 @@ def bench(loaded: LoadedModel, prompts: list[BenchPrompt], names: list[str], arg
 
 def print_bench(summary: dict[str, Any], cats: list[str]) -> None:
     ds = summary["decoders"]
-    print(f"\n## decoding ({summary['n_prompts']} prompts, {summary['max_new_tokens']} new tokens, batch 1, "
-          f"threads {summary['threads']}, repeats {summary['repeats']}, bench {summary['bench_s']:.0f}s)")
+    print(
+        f"\n## decoding ({summary['n_prompts']} prompts, {summary['max_new_tokens']} new tokens, batch 1, "
+        f"threads {summary['threads']}, repeats {summary['repeats']}, bench {summary['bench_s']:.0f}s)"
+    )
     print("| decoder | tokens/forward | tok/s | vs greedy | worst category vs greedy | identical |")
     print("|---|---|---|---|---|---|")
     for name, r in ds.items():
         worst = min(r["per_category_vs_greedy"].items(), key=lambda kv: kv[1])
-        print(f"| {name} | {r['tokens_per_forward']['mean']:.3f} | {r['tokens_per_s']:.2f} | "
-              f"{r['speedup_vs_greedy']:.3f}x | {worst[1]:.3f}x ({worst[0]}) | "
-              f"{ {True: 'yes', False: 'NO', None: 'lossy'}[r['identical_to_greedy']] } |")
+        print(
+            f"| {name} | {r['tokens_per_forward']['mean']:.3f} | {r['tokens_per_s']:.2f} | "
+            f"{r['speedup_vs_greedy']:.3f}x | {worst[1]:.3f}x ({worst[0]}) | "
+            f"{ {True: 'yes', False: 'NO', None: 'lossy'}[r['identical_to_greedy']] } |"
+        )
     print("\ntokens per forward by category (identical to greedy: * = no)")
     print("| decoder | " + " | ".join(cats) + " |")
     print("|---|" + "---|" * len(cats))
     for name, r in ds.items():
-        cells = [f"{r['per_category'][c]['tokens_per_forward']['mean']:.2f}"
-                 f"{'' if r['per_category_identical'][c] else '*'}" for c in cats]
+        cells = [
+            f"{r['per_category'][c]['tokens_per_forward']['mean']:.2f}{'' if r['per_category_identical'][c] else '*'}"
+            for c in cats
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\ntok/s vs greedy by category")
     print("| decoder | " + " | ".join(cats) + " |")
@@ -268,8 +315,11 @@ def print_bench(summary: dict[str, Any], cats: list[str]) -> None:
     print("| decoder | all | " + " | ".join(cats) + " |")
     print("|---|---|" + "---|" * len(cats))
     for name, r in ds.items():
-        print(f"| {name} | {r['modeled_vs_greedy']:.3f} | "
-              + " | ".join(f"{r['per_category_modeled_vs_greedy'][c]:.3f}" for c in cats) + " |")
+        print(
+            f"| {name} | {r['modeled_vs_greedy']:.3f} | "
+            + " | ".join(f"{r['per_category_modeled_vs_greedy'][c]:.3f}" for c in cats)
+            + " |"
+        )
     for name, r in ds.items():
         extra = {k: r["decoder"][k] for k in ("hit_rates", "guard") if k in r["decoder"]}
         if extra:
@@ -280,15 +330,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir", type=Path, default=REPO / "results/models/base/smollm2-135m")
     ap.add_argument("--prompts", type=Path, default=REPO / "results/prompts/specbench.jsonl")
-    ap.add_argument("--specbench-n", type=int, help="build the Spec-Bench-style set with N prompts per category "
-                    "(seeded as the workflow's; the first 4 are the embedded set's) instead of reading --prompts")
+    ap.add_argument(
+        "--specbench-n",
+        type=int,
+        help="build the Spec-Bench-style set with N prompts per category "
+        "(seeded as the workflow's; the first 4 are the embedded set's) instead of reading --prompts",
+    )
     ap.add_argument("--categories", help="comma-separated categories to keep (default: all)")
     ap.add_argument("--n-per-category", type=int, default=2)
     ap.add_argument("--offset", type=int, default=0, help="first prompt of each category to use")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--part", choices=["hits", "bench", "all"], default="all")
-    ap.add_argument("--decoders", default="greedy,prompt-lookup,vocab_mean-bc30,prompt_mean-bc30,"
-                                          "vocab_mean-bc30-adaptive")
+    ap.add_argument(
+        "--decoders", default="greedy,prompt-lookup,vocab_mean-bc30,prompt_mean-bc30,vocab_mean-bc30-adaptive"
+    )
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
@@ -302,14 +357,22 @@ def main() -> None:
         from mtp_core.data import prepare_prompt_set
 
         args.prompts = Path(tempfile.mkdtemp()) / f"specbench{args.specbench_n}.jsonl"
-        prepare_prompt_set("specbench", {"source": "specbench", "n": args.specbench_n}, args.prompts,
-                           args.prompts.with_suffix(".report.json"), seed=0, on_bad_row="error",
-                           math_test=REPO / "results/data/math/test.jsonl")
+        prepare_prompt_set(
+            "specbench",
+            {"source": "specbench", "n": args.specbench_n},
+            args.prompts,
+            args.prompts.with_suffix(".report.json"),
+            seed=0,
+            on_bad_row="error",
+            math_test=REPO / "results/data/math/test.jsonl",
+        )
     categories = set(args.categories.split(",")) if args.categories else None
     prompts, prompt_note = read_prompts(loaded, args.prompts, args.n_per_category, args.offset, categories)
-    print(f"model: {model_note}; {len(prompts)} prompts from {prompt_note} "
-          f"({', '.join(sorted({p.category for p in prompts}))}); {args.max_new_tokens} new tokens; "
-          f"threads {torch.get_num_threads()}")
+    print(
+        f"model: {model_note}; {len(prompts)} prompts from {prompt_note} "
+        f"({', '.join(sorted({p.category for p in prompts}))}); {args.max_new_tokens} new tokens; "
+        f"threads {torch.get_num_threads()}"
+    )
     report: dict[str, Any] = {"model": model_note, "prompts": prompt_note, "n_prompts": len(prompts)}
     conts = None
     if args.part in ("bench", "all"):
@@ -321,8 +384,10 @@ def main() -> None:
         t0 = time.perf_counter()
         if conts is None:
             greedy = build_decoder("greedy", loaded.model, loaded.tokenizer)
-            conts = [g.tokens for g in greedy.generate_all([p.ids for p in prompts], args.max_new_tokens,
-                                                           loaded.stop_criteria())]
+            conts = [
+                g.tokens
+                for g in greedy.generate_all([p.ids for p in prompts], args.max_new_tokens, loaded.stop_criteria())
+            ]
         h = hit_rates(loaded, prompts, conts)
         h["seconds"] = time.perf_counter() - t0
         print_hits(h)

@@ -18,7 +18,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, os.environ.get(
 torch.set_num_threads(1)
 
 
-
 @pytest.fixture
 def one_thread():
     """One intra-op thread during the test, restored after it (code under test may set the thread count)."""

@@ -8,8 +8,9 @@ Launch it as `launch(out, TOY, ...)` or `--method tests.toy_method:METHOD` on th
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mtp_core.registry import Method
 from mtp_core.train.launch.methods import known_keys
@@ -45,15 +46,19 @@ class ToyStep:
         from mtp_core.train.loop import StepOutput
 
         if ctx.micro_index == 0:
-            if self.fail_at_step is not None and ctx.step + 1 == self.fail_at_step and \
-                    self.fail_on_rank in (None, ctx.rank):
+            if (
+                self.fail_at_step is not None
+                and ctx.step + 1 == self.fail_at_step
+                and self.fail_on_rank in (None, ctx.rank)
+            ):
                 raise RuntimeError(f"toy: failing on purpose at step {ctx.step + 1} (rank {ctx.rank})")
             if self.step_sleep_s:
                 time.sleep(self.step_sleep_s)
         x, y = batch
         err = (model(x).squeeze(-1) - y) ** 2
-        return StepOutput(loss=err.mean(), weight=float(len(y)), metrics={"mse": (err.sum().detach(), len(y))},
-                          tokens=len(y))
+        return StepOutput(
+            loss=err.mean(), weight=float(len(y)), metrics={"mse": (err.sum().detach(), len(y))}, tokens=len(y)
+        )
 
 
 def _save_state_dict(model: Any, path: Path) -> None:
@@ -97,8 +102,17 @@ def toy_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callback
     if settings.get("startup_sleep_s") and latest_checkpoint(Path(run_dir) / "checkpoints") is None:
         print("toy: loading (startup_sleep_s)", flush=True)
         time.sleep(float(settings["startup_sleep_s"]))
-    return train(step, model, ToyData(int(settings.get("rows", 64)), dim, seed), TrainConfig.from_dict(settings["train"]),
-                 run_dir, dist=dist, device=device, callbacks=callbacks, export_fn=_save_state_dict)
+    return train(
+        step,
+        model,
+        ToyData(int(settings.get("rows", 64)), dim, seed),
+        TrainConfig.from_dict(settings["train"]),
+        run_dir,
+        dist=dist,
+        device=device,
+        callbacks=callbacks,
+        export_fn=_save_state_dict,
+    )
 
 
 METHOD = Method("toy", "tests.toy_method:toy_entry", "tests.toy_method:toy_check")

@@ -51,8 +51,14 @@ def encode_prompts(loaded: LoadedModel, rows: Sequence[dict], chat: bool | None 
         turns = tuple(r.get("turns") or ())
         if len(turns) > 1 and not chat:
             raise ValueError(f"prompt {r['id']!r} has {len(turns)} turns: multi-turn prompts need the chat template")
-        out.append(BenchPrompt(str(r["id"]), r.get("category") or "all", loaded.encode(r["prompt"], chat),
-                               turns if len(turns) > 1 else ()))
+        out.append(
+            BenchPrompt(
+                str(r["id"]),
+                r.get("category") or "all",
+                loaded.encode(r["prompt"], chat),
+                turns if len(turns) > 1 else (),
+            )
+        )
     return out
 
 
@@ -85,8 +91,10 @@ def generate_turns(
     history: list[list[dict[str, str]]] = [[{"role": "user", "content": p.turns[0]}] for p in batch]
     for t in range(1, len(batch[0].turns)):
         for h, p, g in zip(history, batch, per_turn[-1]):
-            h += [{"role": "assistant", "content": loaded.tokenizer.decode(g.tokens, skip_special_tokens=True)},
-                  {"role": "user", "content": p.turns[t]}]
+            h += [
+                {"role": "assistant", "content": loaded.tokenizer.decode(g.tokens, skip_special_tokens=True)},
+                {"role": "user", "content": p.turns[t]},
+            ]
         per_turn.append(decoder.generate([loaded.encode(h, True) for h in history], max_new_tokens, stop))
     return [
         GenerationResult(
@@ -180,7 +188,7 @@ def run_bench(
             "identical_fraction": statistics.fmean(same) if same else None,
             "per_category": per_cat,
         }
-    for name, row in summary.items():
+    for row in summary.values():
         for base in (REFERENCE, "hf-greedy"):
             row[f"speedup_vs_{base}"] = row["tokens_per_s"] / summary[base]["tokens_per_s"] if base in summary else None
     summary_all = {

@@ -65,8 +65,15 @@ def decode_prompt_set(
         raise ValueError(f"{len(decoders)} decoders but {len(outputs)} output paths")
     prompts = encode_prompts(loaded, rows)
     summary, gens = run_bench(
-        loaded, decoders, prompts, max_new_tokens, batch_size=batch_size, warmup=warmup, repeats=repeats,
-        threads=threads, models=models,
+        loaded,
+        decoders,
+        prompts,
+        max_new_tokens,
+        batch_size=batch_size,
+        warmup=warmup,
+        repeats=repeats,
+        threads=threads,
+        models=models,
     )
     cost = calibrate_on_prompt(loaded.model, prompts[0].ids, max_rows=MODELED_MAX_ROWS) if modeled else None
     settings = {
@@ -107,8 +114,13 @@ def decode_prompt_set(
             metrics={"accuracy": acc} if acc is not None else None,
         )
         write_result(out, result, samples)
-        log.info("%s on %s: %.2f tok/s, %.3f tokens/forward", name, prompt_set, row["tokens_per_s"],
-                 stats["tokens_per_forward"]["mean"])
+        log.info(
+            "%s on %s: %.2f tok/s, %.3f tokens/forward",
+            name,
+            prompt_set,
+            row["tokens_per_s"],
+            stats["tokens_per_forward"]["mean"],
+        )
     return summary
 
 
@@ -119,9 +131,18 @@ def decode_rule_job(smk: Any, rows: Sequence[dict], prompt_set: str, **extra: An
     loaded = load_rule_model(smk.config, smk.wildcards.model, smk.input.get("model") or None)
     bench = smk.params.bench
     return decode_prompt_set(
-        loaded, rows, decoders=dict(smk.params.decoders), outputs=list(smk.output.results), prompt_set=prompt_set,
-        scale=smk.config["scale"], config_hash=config_hash(smk.config), threads=bench["threads"],
-        warmup=bench["warmup"], repeats=bench["repeats"], **smk.params.settings, **extra,
+        loaded,
+        rows,
+        decoders=dict(smk.params.decoders),
+        outputs=list(smk.output.results),
+        prompt_set=prompt_set,
+        scale=smk.config["scale"],
+        config_hash=config_hash(smk.config),
+        threads=bench["threads"],
+        warmup=bench["warmup"],
+        repeats=bench["repeats"],
+        **smk.params.settings,
+        **extra,
     )
 
 
@@ -130,8 +151,12 @@ def load_rule_model(config: dict, name: str, base_dir: str | None, checkpoint: s
     is one."""
     import torch
 
-    return load_model(model_spec(config, name), base_dir=base_dir, checkpoint=checkpoint,
-                      device="cuda" if torch.cuda.is_available() else "cpu")
+    return load_model(
+        model_spec(config, name),
+        base_dir=base_dir,
+        checkpoint=checkpoint,
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )
 
 
 def leaderboard_rule_job(smk: Any, rows: Sequence[dict]) -> dict[str, Any]:
@@ -149,10 +174,21 @@ def leaderboard_rule_job(smk: Any, rows: Sequence[dict]) -> dict[str, Any]:
             models[r["label"]] = by_checkpoint[r["checkpoint"]]
     bench = smk.params.bench
     return decode_prompt_set(
-        loaded, rows, decoders={r["label"]: dict(r["params"]) for r in smk.params.rows},
-        outputs=list(smk.output.results), prompt_set=smk.wildcards.prompt_set, scale=config["scale"],
-        config_hash=config_hash(config), max_new_tokens=smk.params.max_new_tokens,
-        batch_size=smk.params.batch_size, threads=bench["threads"], warmup=bench["warmup"],
-        repeats=bench["repeats"], paper="leaderboard", run=base, models=models,
-        papers={r["label"]: r["paper"] for r in smk.params.rows}, modeled=True,
+        loaded,
+        rows,
+        decoders={r["label"]: dict(r["params"]) for r in smk.params.rows},
+        outputs=list(smk.output.results),
+        prompt_set=smk.wildcards.prompt_set,
+        scale=config["scale"],
+        config_hash=config_hash(config),
+        max_new_tokens=smk.params.max_new_tokens,
+        batch_size=smk.params.batch_size,
+        threads=bench["threads"],
+        warmup=bench["warmup"],
+        repeats=bench["repeats"],
+        paper="leaderboard",
+        run=base,
+        models=models,
+        papers={r["label"]: r["paper"] for r in smk.params.rows},
+        modeled=True,
     )

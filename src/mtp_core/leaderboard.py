@@ -85,16 +85,29 @@ def bench_settings(config: dict) -> dict[str, int]:
 def job_rows(config: dict) -> list[dict[str, Any]]:
     """The rows as the decoding job takes them (JSON-ready): label, title, paper, decoder params, and where its
     weights are (`checkpoint`: a trained model directory, with the declared `model` it was trained from)."""
-    return [{"label": e.label, "title": e.title, "paper": e.paper, "params": dict(e.params),
-             "checkpoint": e.checkpoint, "model": e.model} for e in entries(config)]
+    return [
+        {
+            "label": e.label,
+            "title": e.title,
+            "paper": e.paper,
+            "params": dict(e.params),
+            "checkpoint": e.checkpoint,
+            "model": e.model,
+        }
+        for e in entries(config)
+    ]
 
 
 def targets(config: dict) -> list[str]:
     """The leaderboard's share of `rule all` (when enabled): its table and figure."""
     if not enabled(config):
         return []
-    return [f"{RESULTS}/tables/leaderboard.csv", f"{RESULTS}/tables/leaderboard.md",
-            f"{RESULTS}/figures/leaderboard.png", f"{RESULTS}/figures/leaderboard.pdf"]
+    return [
+        f"{RESULTS}/tables/leaderboard.csv",
+        f"{RESULTS}/tables/leaderboard.md",
+        f"{RESULTS}/figures/leaderboard.png",
+        f"{RESULTS}/figures/leaderboard.pdf",
+    ]
 
 
 def model_dir_of(config: dict) -> str | None:
@@ -109,14 +122,18 @@ def check(config: dict) -> None:
         return
     s = section(config)
     if s.get("model") not in config["models"]:
-        raise ConfigError(f"leaderboard.model: model {s.get('model')!r} is not declared "
-                          f"(declared: {', '.join(sorted(config['models']))})")
+        raise ConfigError(
+            f"leaderboard.model: model {s.get('model')!r} is not declared "
+            f"(declared: {', '.join(sorted(config['models']))})"
+        )
     if not prompt_sets(config):
         raise ConfigError("leaderboard.prompt_sets: at least one prompt set")
     for name in prompt_sets(config):
         if name not in config["prompt_sets"]:
-            raise ConfigError(f"leaderboard.prompt_sets.{name}: prompt set {name!r} is not declared "
-                              f"(declared: {', '.join(sorted(config['prompt_sets']))})")
+            raise ConfigError(
+                f"leaderboard.prompt_sets.{name}: prompt set {name!r} is not declared "
+                f"(declared: {', '.join(sorted(config['prompt_sets']))})"
+            )
     seen: dict[str, str] = {}
     for e in entries(config):
         where = "leaderboard.baselines" if e.paper == "base" else f"papers.{e.paper}.leaderboard"
@@ -130,5 +147,7 @@ def check(config: dict) -> None:
         except InputError as err:
             raise ConfigError(f"{where}.{e.label}: {err}") from None
         if e.checkpoint and e.model != s["model"]:
-            raise ConfigError(f"{where}.{e.label}: its checkpoint is trained from {e.model!r}, not from the "
-                              f"leaderboard's model {s['model']!r}: its row would not compare")
+            raise ConfigError(
+                f"{where}.{e.label}: its checkpoint is trained from {e.model!r}, not from the "
+                f"leaderboard's model {s['model']!r}: its row would not compare"
+            )

@@ -71,14 +71,18 @@ def finetune_settings(config: dict, name: str) -> dict:
         raise ValueError(f"model {name!r} is not a fine-tuned model (source {config['models'][name]['source']!r})")
     spec = config["models"][name]
     base = spec["base"]
-    return with_base_stamp({
-        "model": model_spec(config, base),
-        "base_dir": model_dir(config, base),
-        "data": train_data_path(spec["dataset"]),
-        "train": {"threads": config.get("threads"), **spec["train"]},
-        "sft": dict(spec.get("sft") or {}),
-        "on_bad_row": dataset_on_bad_row(config, spec["dataset"]),
-    }, config, base)
+    return with_base_stamp(
+        {
+            "model": model_spec(config, base),
+            "base_dir": model_dir(config, base),
+            "data": train_data_path(spec["dataset"]),
+            "train": {"threads": config.get("threads"), **spec["train"]},
+            "sft": dict(spec.get("sft") or {}),
+            "on_bad_row": dataset_on_bad_row(config, spec["dataset"]),
+        },
+        config,
+        base,
+    )
 
 
 def finetune_from_config(config: dict, name: str) -> tuple[dict, dict]:
@@ -105,7 +109,9 @@ def check(config: dict) -> None:
         seen, cur = [name], spec["base"]
         while True:
             if cur not in models:
-                raise ConfigError(f"{where}.base: model {cur!r} is not declared (declared: {', '.join(sorted(models))})")
+                raise ConfigError(
+                    f"{where}.base: model {cur!r} is not declared (declared: {', '.join(sorted(models))})"
+                )
             if cur in seen:
                 raise ConfigError(f"{where}.base: a cycle of fine-tuned models ({' -> '.join(seen + [cur])})")
             if models[cur]["source"] != FINETUNED:
@@ -114,24 +120,38 @@ def check(config: dict) -> None:
             cur = models[cur]["base"]
         ds = spec["dataset"]
         if ds not in datasets:
-            raise ConfigError(f"{where}.dataset: dataset {ds!r} is not declared (declared: {', '.join(sorted(datasets))})")
+            raise ConfigError(
+                f"{where}.dataset: dataset {ds!r} is not declared (declared: {', '.join(sorted(datasets))})"
+            )
         if datasets[ds]["kind"] not in TRAIN_DATA_KINDS:
-            raise ConfigError(f"{where}.dataset: {ds!r} is of kind {datasets[ds]['kind']!r}; fine-tuning reads "
-                              f"(query, response) rows of {', '.join(TRAIN_DATA_KINDS)}")
+            raise ConfigError(
+                f"{where}.dataset: {ds!r} is of kind {datasets[ds]['kind']!r}; fine-tuning reads "
+                f"(query, response) rows of {', '.join(TRAIN_DATA_KINDS)}"
+            )
         template = (spec.get("sft") or {}).get("template", "auto")
-        trained_chat = template == "chat" or (template == "auto" and bool(models[spec["base"]].get("chat_template", True)))
+        trained_chat = template == "chat" or (
+            template == "auto" and bool(models[spec["base"]].get("chat_template", True))
+        )
         if bool(spec.get("chat_template", True)) != trained_chat:
-            raise ConfigError(f"{where}.chat_template: {spec.get('chat_template', True)} but it is fine-tuned "
-                              f"{'with' if trained_chat else 'without'} the chat template (sft.template {template!r}, "
-                              f"base {spec['base']!r}): set chat_template: {str(trained_chat).lower()}")
+            raise ConfigError(
+                f"{where}.chat_template: {spec.get('chat_template', True)} but it is fine-tuned "
+                f"{'with' if trained_chat else 'without'} the chat template (sft.template {template!r}, "
+                f"base {spec['base']!r}): set chat_template: {str(trained_chat).lower()}"
+            )
         tc = spec["train"]
         warmup, steps = tc.get("warmup_steps", TrainConfig.warmup_steps), tc.get("max_steps", 0)
         if steps and warmup >= steps:
-            raise ConfigError(f"{where}.train: warmup_steps {warmup} >= max_steps {steps}: the learning rate would "
-                              f"never reach lr (the default warm-up is paper 1's {TrainConfig.warmup_steps} steps)")
-        for key, build in (("train", TrainConfig.from_dict), ("sft", SFTConfig.from_dict),
-                           ("launcher", lambda _: LauncherConfig.from_dict(launcher_settings(config, name)))):
+            raise ConfigError(
+                f"{where}.train: warmup_steps {warmup} >= max_steps {steps}: the learning rate would "
+                f"never reach lr (the default warm-up is paper 1's {TrainConfig.warmup_steps} steps)"
+            )
+        launcher = launcher_settings(config, name)
+        for key, build, section in (
+            ("train", TrainConfig.from_dict, spec.get("train")),
+            ("sft", SFTConfig.from_dict, spec.get("sft")),
+            ("launcher", LauncherConfig.from_dict, launcher),
+        ):
             try:
-                build(spec.get(key))
+                build(section)
             except (ValueError, TypeError) as e:
                 raise ConfigError(f"{where}.{key}: {e}") from None

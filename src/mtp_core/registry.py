@@ -109,8 +109,10 @@ def papers() -> dict[str, Paper]:
     if not _loaded:
         found = entry_points(group=ENTRY_POINT_GROUP)
         if not found:
-            raise RuntimeError(f"no entry points in group {ENTRY_POINT_GROUP!r}: is mtp-repro installed "
-                               "(`make venv`, or `pip install -e .`)?")
+            raise RuntimeError(
+                f"no entry points in group {ENTRY_POINT_GROUP!r}: is mtp-repro installed "
+                "(`make venv`, or `pip install -e .`)?"
+            )
         for ep in found:
             paper = ep.load()
             if not isinstance(paper, Paper) or paper.name != ep.name:

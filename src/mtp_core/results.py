@@ -19,6 +19,7 @@ beside it holding the per-sample records. Schema (`RESULT_VERSION` 1):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 from collections.abc import Iterable, Sequence
@@ -128,10 +129,8 @@ def versions() -> dict[str, str]:
 
     out = {}
     for pkg in ("mtp-repro", "torch", "transformers", "lm_eval", "snakemake"):
-        try:
+        with contextlib.suppress(md.PackageNotFoundError):
             out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
     return out
 
 
@@ -181,7 +180,11 @@ def write_result(path: str, result: dict, samples: Iterable[dict] | None = None)
 
 
 def samples_path(result_path: str) -> str:
-    return result_path[: -len(".json")] + ".samples.jsonl" if result_path.endswith(".json") else result_path + ".samples.jsonl"
+    return (
+        result_path[: -len(".json")] + ".samples.jsonl"
+        if result_path.endswith(".json")
+        else result_path + ".samples.jsonl"
+    )
 
 
 def _finite(obj: Any) -> Any:

@@ -10,9 +10,9 @@ import os
 
 from . import leaderboard, registry
 from .config import ConfigError, read_config, validate_schema
-from .io import InputError
 from .decoding import decoder_class
 from .evaluate.tasks import is_local_task, task_dataset
+from .io import InputError
 from .model_plan import check as check_models
 
 
@@ -57,8 +57,9 @@ def check_references(config: dict) -> None:
     papers = registry.papers()
     for name, section in (config.get("papers") or {}).items():
         if (section or {}).get("enabled") and name not in papers:
-            raise ConfigError(f"papers.{name}: enabled, but no paper {name!r} is registered "
-                              f"(registered: {', '.join(papers)})")
+            raise ConfigError(
+                f"papers.{name}: enabled, but no paper {name!r} is registered (registered: {', '.join(papers)})"
+            )
     for paper in registry.enabled_papers(config):
         paper.check(config)
     leaderboard.check(config)  # last: the papers' rows are built from their checked sections

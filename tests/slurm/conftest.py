@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,12 +45,12 @@ def _wait_for_background_start() -> str | None:
         if time.monotonic() > deadline:
             return f"the background start of the cluster did not finish (log: {os.environ.get('MTP_SLURM_START_LOG')})"
         time.sleep(0.5)
-    rc = open(status).read().strip()
+    rc = Path(status).read_text().strip()
     if rc == "0":
         return None
     reason_file = os.environ.get("MTP_SLURM_START_REASON", "")
-    if rc == "3" and os.path.exists(reason_file) and open(reason_file).read().strip():
-        return open(reason_file).read().strip()
+    if rc == "3" and os.path.exists(reason_file) and Path(reason_file).read_text().strip():
+        return Path(reason_file).read_text().strip()
     return f"tests/slurm/start.sh failed (exit {rc}; log: {os.environ.get('MTP_SLURM_START_LOG')})"
 
 

@@ -12,8 +12,21 @@ pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 def test_sbatch_and_srun(tmp_path):
     out = tmp_path / "out.txt"
     proc = run(
-        "sbatch", "--parsable", "--wait", "-p", PARTITION, "-A", ACCOUNT, "-t", "2", "--mem", "100",
-        "-o", str(out), "--wrap", 'echo "hi from $SLURM_JOB_ID"; srun -n1 hostname >/dev/null',
+        "sbatch",
+        "--parsable",
+        "--wait",
+        "-p",
+        PARTITION,
+        "-A",
+        ACCOUNT,
+        "-t",
+        "2",
+        "--mem",
+        "100",
+        "-o",
+        str(out),
+        "--wrap",
+        'echo "hi from $SLURM_JOB_ID"; srun -n1 hostname >/dev/null',
     )
     job_id = proc.stdout.strip().split(";")[0]
     assert out.read_text().strip() == f"hi from {job_id}"
@@ -25,8 +38,22 @@ def test_sbatch_and_srun(tmp_path):
 def test_gpu_job_gets_cuda_visible_devices(tmp_path):
     out = tmp_path / "gpu.txt"
     proc = run(
-        "sbatch", "--parsable", "--wait", "-p", PARTITION, "-t", "2", "--mem", "100", "--gpus=2", "-c", "2",
-        "-o", str(out), "--wrap", 'echo "CVD=${CUDA_VISIBLE_DEVICES:-unset}"',
+        "sbatch",
+        "--parsable",
+        "--wait",
+        "-p",
+        PARTITION,
+        "-t",
+        "2",
+        "--mem",
+        "100",
+        "--gpus=2",
+        "-c",
+        "2",
+        "-o",
+        str(out),
+        "--wrap",
+        'echo "CVD=${CUDA_VISIBLE_DEVICES:-unset}"',
     )
     assert out.read_text().strip() == "CVD=0,1"
     (row,) = sacct_jobs([proc.stdout.strip()])

@@ -32,20 +32,39 @@ import torch
 
 from mtp_core.train.launch import interrupt_job, launch
 
-from ..unit.test_distributed import run_ranks
 from ..toy_method import TOY
+from ..unit.test_distributed import run_ranks
 from ..unit.test_launch import _attempts, _curves, _wait_for_step
 from .conftest import ACCOUNT, PARTITION, sacct_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster"), pytest.mark.timeout(600)]
 
-TRAIN = {"max_steps": 30, "global_batch_size": 8, "micro_batch_size": 2, "lr": 0.02, "warmup_steps": 2,
-         "checkpoint_every": 10, "progress": False, "log_every": 5}
+TRAIN = {
+    "max_steps": 30,
+    "global_batch_size": 8,
+    "micro_batch_size": 2,
+    "lr": 0.02,
+    "warmup_steps": 2,
+    "checkpoint_every": 10,
+    "progress": False,
+    "log_every": 5,
+}
 
 
 def _launcher(name: str, **kw) -> dict:
-    return {"cluster": "slurm", "partition": PARTITION, "account": ACCOUNT, "timeout_min": 5, "mem_gb": 1,
-            "cpus_per_task": 1, "threads": 1, "name": name, "poll_s": 2.0, "progress_s": 10.0, **kw}
+    return {
+        "cluster": "slurm",
+        "partition": PARTITION,
+        "account": ACCOUNT,
+        "timeout_min": 5,
+        "mem_gb": 1,
+        "cpus_per_task": 1,
+        "threads": 1,
+        "name": name,
+        "poll_s": 2.0,
+        "progress_s": 10.0,
+        **kw,
+    }
 
 
 def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
@@ -57,7 +76,7 @@ def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
     def run():
         try:
             box["result"] = launch(out, TOY, settings, _launcher(name, tasks_per_node=2))
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:
             box["error"] = e
 
     t0 = time.monotonic()
@@ -80,9 +99,11 @@ def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
     assert at <= stopped < TRAIN["max_steps"] and resumed == stopped  # no finished step lost
     assert res["steps"] == TRAIN["max_steps"] and res["resumed_from"] == stopped and res["job_id"] == job_id
     requeue_gap = a[1]["started_at"] - a[0]["ended_at"]
-    print(f"slurm preemption: interrupted at step >= {at}, stopped at {stopped}, resumed from {resumed} "
-          f"(steps lost: {stopped - resumed}, interval {TRAIN['checkpoint_every']}); requeue gap {requeue_gap:.1f} s; "
-          f"launch -> interrupt {t_int - t0:.1f} s, interrupt -> done {t_end - t_int:.1f} s")
+    print(
+        f"slurm preemption: interrupted at step >= {at}, stopped at {stopped}, resumed from {resumed} "
+        f"(steps lost: {stopped - resumed}, interval {TRAIN['checkpoint_every']}); requeue gap {requeue_gap:.1f} s; "
+        f"launch -> interrupt {t_int - t0:.1f} s, interrupt -> done {t_end - t_int:.1f} s"
+    )
 
     # accounting: one job, requeued once (sacct -D shows the requeued run and the completed one)
     rows = sacct_jobs(name=name)
@@ -104,6 +125,7 @@ def test_preempted_job_requeues_resumes_and_matches_uninterrupted(tmp_path):
 
 def _toy_ddp(rank, world, settings, run_dir):
     from mtp_core.train import DDPDist
+
     from ..toy_method import toy_entry
 
     toy_entry(settings, run_dir, dist=DDPDist(), device=torch.device("cpu"))
@@ -134,11 +156,32 @@ rule train:
 
 
 def _snakemake(work: Path, *args: str, **kw) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(work / "Snakefile"), "--directory", str(work),
-           "--cores", "2", "--resources", "submitit_jobs=1", "--rerun-incomplete", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(work / "Snakefile"),
+        "--directory",
+        str(work),
+        "--cores",
+        "2",
+        "--resources",
+        "submitit_jobs=1",
+        "--rerun-incomplete",
+        *args,
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.Popen(cmd, cwd=work, env=env, stdout=kw.pop("stdout", subprocess.PIPE),
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
+    return subprocess.Popen(
+        cmd,
+        cwd=work,
+        env=env,
+        stdout=kw.pop("stdout", subprocess.PIPE),
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        **kw,
+    )
 
 
 def test_snakemake_killed_then_rerun_reattaches_without_second_submission(tmp_path):
@@ -147,8 +190,9 @@ def test_snakemake_killed_then_rerun_reattaches_without_second_submission(tmp_pa
     work.mkdir()
     launcher = _launcher(name)
     settings = {"train": {**TRAIN, "max_steps": 60}, "step_sleep_s": 0.3}  # long enough to outlive the restart
-    (work / "Snakefile").write_text(SNAKEFILE.format(launcher=json.dumps(launcher), settings=json.dumps(settings),
-                                                     python=sys.executable))
+    (work / "Snakefile").write_text(
+        SNAKEFILE.format(launcher=json.dumps(launcher), settings=json.dumps(settings), python=sys.executable)
+    )
     out = work / "results/train/toy/main/train.json"
     run_dir = out.parent
     log = work / "results/logs/train/toy/main.log"
@@ -156,9 +200,10 @@ def test_snakemake_killed_then_rerun_reattaches_without_second_submission(tmp_pa
     first = _snakemake(work)
     try:
         _wait_for_step(run_dir, 3, timeout=180)
-    except AssertionError:
+    except AssertionError as e:
         first.kill()
-        raise AssertionError(f"{first.communicate()[0]}\n--- launcher log ---\n{log.read_text() if log.exists() else ''}")
+        log_text = log.read_text() if log.exists() else ""
+        raise AssertionError(f"{first.communicate()[0]}\n--- launcher log ---\n{log_text}") from e
     job_id = json.loads(out.with_name("train.json.job.json").read_text())["job_id"]
     os.killpg(first.pid, signal.SIGKILL)  # Snakemake, its shell and the launcher; the Slurm job keeps running
     first.wait()

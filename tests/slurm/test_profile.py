@@ -10,17 +10,29 @@ import re
 import subprocess
 import sys
 
-import pytest
 import yte
 
 from ..conftest import REPO
 
 PROFILE = REPO / "slurm/config.v8+.yaml"
-SITE_VARS = ("MTP_SLURM_PARTITION", "MTP_SLURM_ACCOUNT", "MTP_SLURM_GPU_PARTITION", "MTP_SLURM_GRES",
-             "MTP_SLURM_GPU_MODEL")
+SITE_VARS = (
+    "MTP_SLURM_PARTITION",
+    "MTP_SLURM_ACCOUNT",
+    "MTP_SLURM_GPU_PARTITION",
+    "MTP_SLURM_GRES",
+    "MTP_SLURM_GPU_MODEL",
+)
 
-GPU_RULES = ("decode_prompts", "evaluate", "p1_evaluate", "p1_evaluate_checkpoint", "p1_baseline", "p1_confidence",
-             "p3_decode", "p3_alignment")
+GPU_RULES = (
+    "decode_prompts",
+    "evaluate",
+    "p1_evaluate",
+    "p1_evaluate_checkpoint",
+    "p1_baseline",
+    "p1_confidence",
+    "p3_decode",
+    "p3_alignment",
+)
 
 
 def site_env(**values: str) -> dict[str, str]:
@@ -68,8 +80,9 @@ def test_site_settings_from_environment():
     for rule in GPU_RULES:
         assert bare["set-resources"][rule]["gpu"] == 1 and bare["set-resources"][rule]["cpus_per_gpu"] >= 1
 
-    site = render(MTP_SLURM_PARTITION="cpu", MTP_SLURM_ACCOUNT="mtp", MTP_SLURM_GPU_PARTITION="gpu",
-                  MTP_SLURM_GRES="gpu:a100:1")
+    site = render(
+        MTP_SLURM_PARTITION="cpu", MTP_SLURM_ACCOUNT="mtp", MTP_SLURM_GPU_PARTITION="gpu", MTP_SLURM_GRES="gpu:a100:1"
+    )
     assert site["default-resources"]["slurm_partition"] == "cpu"
     assert site["default-resources"]["slurm_account"] == "mtp"
     decode = site["set-resources"]["decode_prompts"]

@@ -25,7 +25,6 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -54,9 +53,23 @@ def slurm_run(tmp_path_factory):
     override = ["--config", LAUNCHER_OVERRIDE, *([] if targets else DEFAULT_OVERRIDE)]
     targets = targets or DEFAULT_TARGETS
     cmd = [
-        sys.executable, "-m", "snakemake", "--profile", "slurm", "--profile", "tests/slurm/ci",
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
-        "--configfile", str(REPO / "config/tiny.yaml"), *override, "--verbose", "--", *targets,
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--profile",
+        "slurm",
+        "--profile",
+        "tests/slurm/ci",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(REPO / "config/tiny.yaml"),
+        *override,
+        "--verbose",
+        "--",
+        *targets,
     ]
     log = work / "snakemake.log"
     t0 = time.monotonic()

@@ -28,8 +28,12 @@ def test_submitit_round_trip(tmp_path):
 
     executor = submitit.AutoExecutor(folder=tmp_path / "%j", cluster="slurm")
     executor.update_parameters(
-        name="mtp-submitit-ci", timeout_min=5, mem_gb=1, cpus_per_task=1,
-        slurm_partition=PARTITION, slurm_account=ACCOUNT,
+        name="mtp-submitit-ci",
+        timeout_min=5,
+        mem_gb=1,
+        cpus_per_task=1,
+        slurm_partition=PARTITION,
+        slurm_account=ACCOUNT,
     )
     job = executor.submit(add, 2, 3)
     result = job.result()

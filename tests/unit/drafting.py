@@ -12,7 +12,25 @@ from mtp_core.decoding import GenerationResult, StopCriteria, build_decoder
 def repetitive_prompts(tok, n: int, seed: int) -> list[list[int]]:
     """`n` prompts made of a short phrase repeated 1-4 times plus a few random words."""
     rng = random.Random(seed)
-    words = "the cat sat on a mat while seven dogs ran past 12 + 7 = x y".split()
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "a",
+        "mat",
+        "while",
+        "seven",
+        "dogs",
+        "ran",
+        "past",
+        "12",
+        "+",
+        "7",
+        "=",
+        "x",
+        "y",
+    ]
     out = []
     for _ in range(n):
         phrase = " ".join(rng.choices(words, k=rng.randint(1, 4)))
@@ -22,8 +40,15 @@ def repetitive_prompts(tok, n: int, seed: int) -> list[list[int]]:
 
 
 def check_lossless(
-    loaded, name: str, configs: Sequence[dict], batch: int, prompts: list[list[int]], stop_row: int, stop_at: int,
-    check: Callable[[object, GenerationResult], None] = lambda dec, g: None, new_tokens: int = 24,
+    loaded,
+    name: str,
+    configs: Sequence[dict],
+    batch: int,
+    prompts: list[list[int]],
+    stop_row: int,
+    stop_at: int,
+    check: Callable[[object, GenerationResult], None] = lambda dec, g: None,
+    new_tokens: int = 24,
 ) -> int:
     """Decode `prompts` with decoder `name` under each of `configs` (batches of `batch`) and assert the tokens
     equal reference greedy's, with greedy's token `stop_at` of row `stop_row` made an EOS so that one row stops

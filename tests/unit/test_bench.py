@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, markdown_table, median_seconds, run_bench
 from mtp_core.decoding import register_decoder
 from mtp_core.decoding.greedy import GreedyDecoder
-
 
 
 @register_decoder("test-lossy-echo")
@@ -56,7 +54,9 @@ def test_run_bench_reports_every_decoder(tiny_llama):
     assert d["test-lossy-echo"]["identical_to_greedy"] is None
     assert d["test-broken"]["identical_to_greedy"] is False
     assert d["greedy"]["speedup_vs_greedy"] == 1.0
-    assert d["hf-greedy"]["speedup_vs_greedy"] == pytest.approx(d["hf-greedy"]["tokens_per_s"] / d["greedy"]["tokens_per_s"])
+    assert d["hf-greedy"]["speedup_vs_greedy"] == pytest.approx(
+        d["hf-greedy"]["tokens_per_s"] / d["greedy"]["tokens_per_s"]
+    )
     assert set(d["greedy"]["per_category"]) == {"x", "y"}
     assert len(d["greedy"]["tokens_per_s_repeats"]) == 2
     for row in d.values():  # time = sum of per-batch medians; batches: (a, c) of x, (b) of y
@@ -65,7 +65,8 @@ def test_run_bench_reports_every_decoder(tiny_llama):
         assert row["tokens_per_s"] == pytest.approx(row["new_tokens"] / median_seconds(secs))
     y_greedy = sum(len(g.tokens) for p, g in zip(prompts, gens["greedy"]) if p.category == "y")
     assert d["greedy"]["per_category"]["y"]["tokens_per_s"] == pytest.approx(
-        y_greedy / median_seconds(d["greedy"]["batch_seconds"][1:]))
+        y_greedy / median_seconds(d["greedy"]["batch_seconds"][1:])
+    )
     assert [len(g.tokens) for g in gens["greedy"]] == [len(g.tokens) for g in gens["hf-greedy"]]
     table = markdown_table(summary)
     assert "| test-broken |" in table and "NO" in table and "lossy" in table
@@ -98,15 +99,19 @@ def test_multi_turn_rows_are_decoded_turn_by_turn_with_their_own_answers(tiny_ll
     [got] = generate_turns(greedy, tiny_llama, prompts[:1], 6, stop)
     [first] = greedy.generate([prompts[0].ids], 6, stop)
     answer = tiny_llama.tokenizer.decode(first.tokens, skip_special_tokens=True)
-    chat = [{"role": "user", "content": "write a haiku"}, {"role": "assistant", "content": answer},
-            {"role": "user", "content": "now make it sadder"}]
+    chat = [
+        {"role": "user", "content": "write a haiku"},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "now make it sadder"},
+    ]
     [second] = greedy.generate([tiny_llama.encode(chat)], 6, stop)
     assert got.tokens == first.tokens + second.tokens
     assert got.accepted == first.accepted + second.accepted
     assert got.extra["turn_new_tokens"] == [len(first.tokens), len(second.tokens)]
 
-    summary, gens = run_bench(tiny_llama, {"greedy": {}, "prompt-lookup": {"num_draft": 3}}, prompts, 6,
-                              warmup=0, repeats=1, threads=1)
+    summary, gens = run_bench(
+        tiny_llama, {"greedy": {}, "prompt-lookup": {"num_draft": 3}}, prompts, 6, warmup=0, repeats=1, threads=1
+    )
     assert gens["greedy"][0].tokens == got.tokens
     assert summary["decoders"]["prompt-lookup"]["identical_to_greedy"] is True
     assert summary["decoders"]["greedy"]["forward_passes"] == len(got.accepted) + len(gens["greedy"][1].accepted)

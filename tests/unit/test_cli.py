@@ -42,22 +42,77 @@ def test_decoder_params_from_config_and_overrides():
 
 def test_cli_bench_and_generate(prepared_tiny, capsys):
     out = prepared_tiny / "bench.json"
-    assert main(["bench", "--config", TINY, "--model", "tiny-llama", "--results", str(prepared_tiny / "results"),
-                 "--prompts", str(prepared_tiny / "p.jsonl"), "--decoders", "greedy,hf-greedy", "--n", "2",
-                 "--max-new-tokens", "6", "--batch-size", "2", "--repeats", "1", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--config",
+                TINY,
+                "--model",
+                "tiny-llama",
+                "--results",
+                str(prepared_tiny / "results"),
+                "--prompts",
+                str(prepared_tiny / "p.jsonl"),
+                "--decoders",
+                "greedy,hf-greedy",
+                "--n",
+                "2",
+                "--max-new-tokens",
+                "6",
+                "--batch-size",
+                "2",
+                "--repeats",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| greedy |" in printed and "| hf-greedy |" in printed
     summary = json.loads(out.read_text())
     assert summary["n_prompts"] == 2 and summary["decoders"]["hf-greedy"]["identical_to_greedy"] is True
-    assert main(["generate", "--config", TINY, "--model", "tiny-llama", "--results", str(prepared_tiny / "results"),
-                 "--prompt", "hi", "--max-new-tokens", "5"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--config",
+                TINY,
+                "--model",
+                "tiny-llama",
+                "--results",
+                str(prepared_tiny / "results"),
+                "--prompt",
+                "hi",
+                "--max-new-tokens",
+                "5",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "step    0  +1" in printed and "tokens/forward" in printed
 
 
 def _bench(results, prompts, *extra):
-    return ["bench", "--config", TINY, "--model", "tiny-llama", "--results", str(results), "--prompts", str(prompts),
-            "--max-new-tokens", "4", "--repeats", "1", *extra]
+    return [
+        "bench",
+        "--config",
+        TINY,
+        "--model",
+        "tiny-llama",
+        "--results",
+        str(results),
+        "--prompts",
+        str(prompts),
+        "--max-new-tokens",
+        "4",
+        "--repeats",
+        "1",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("case", ["bad_row", "empty", "no_file", "decoder", "param", "model", "unprepared", "config"])
@@ -74,11 +129,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
         "empty": (_bench(tmp_path, empty), f"{empty}: no prompt rows"),
         "no_file": (_bench(tmp_path, tmp_path / "nope.jsonl"), "no prompt file"),
         "decoder": (_bench(tmp_path, good, "--decoders", "greedy,nope"), "unknown decoder 'nope' (registered: "),
-        "param": (_bench(tmp_path, good, "--param", "greedy.k=2"), "greedy: unknown parameter(s) k (accepted: prune_finished)"),
+        "param": (
+            _bench(tmp_path, good, "--param", "greedy.k=2"),
+            "greedy: unknown parameter(s) k (accepted: prune_finished)",
+        ),
         "model": (["generate", "--config", TINY, "--model", "nope", "--prompt", "hi"], "model 'nope' is not declared"),
         "unprepared": (_bench(tmp_path, good), "model 'tiny-llama' is not prepared yet"),
-        "config": (["generate", "--config", str(tmp_path / "none.yaml"), "--model", "x", "--prompt", "hi"],
-                   "no such config file"),
+        "config": (
+            ["generate", "--config", str(tmp_path / "none.yaml"), "--model", "x", "--prompt", "hi"],
+            "no such config file",
+        ),
     }[case]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -89,7 +149,8 @@ def test_console_script_prints_no_traceback(tmp_path):
     """The installed entry point itself (a subprocess): exit status 2 and one line, no traceback."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    proc = subprocess.run([sys.executable, "-m", "mtp_core.cli", *_bench(tmp_path, bad)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mtp_core.cli", *_bench(tmp_path, bad)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and f"{bad}: row 1" in proc.stderr, proc.stderr

@@ -76,10 +76,18 @@ def test_schema_errors_name_the_key(tiny_raw, mutate, key):
         (lambda c: c["prompt_sets"]["math"].update(dataset="humaneval"), r"not a math dataset"),
         (lambda c: c["datasets"].pop("sharegpt"), r"needs a dataset of kind 'sharegpt'"),
         (lambda c: c["evaluation"]["decoders"].update(nope={}), r"evaluation\.decoders\.nope: unknown decoder 'nope'"),
-        (lambda c: c["datasets"].pop("math") and c["prompt_sets"].pop("math")
-         and c["decoding"].update(prompt_sets=["code"]), r"evaluation\.tasks\[0\]"),
-        (lambda c: c["papers"]["p1"]["runs"]["main"].update(launcher={"strategy": "none", "tasks_per_node": 2}),
-         r"papers\.p1\.runs\.main\.launcher .*strategy"),
+        (
+            lambda c: (
+                c["datasets"].pop("math")
+                and c["prompt_sets"].pop("math")
+                and c["decoding"].update(prompt_sets=["code"])
+            ),
+            r"evaluation\.tasks\[0\]",
+        ),
+        (
+            lambda c: c["papers"]["p1"]["runs"]["main"].update(launcher={"strategy": "none", "tasks_per_node": 2}),
+            r"papers\.p1\.runs\.main\.launcher .*strategy",
+        ),
     ],
 )
 def test_reference_errors_name_the_key(tiny_raw, mutate, message):

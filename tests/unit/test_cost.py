@@ -57,14 +57,10 @@ def test_depth_acceptance_by_hand():
     a.observe(np.array([3]), np.array([3]))
     # long run [3/5, 1/3, 1/2]; batch counts decayed by 0.9 then added: tries [3.7, 1.9, 1], hits [2.8, 1, 1]
     p1, p2, p3 = (2.8 + 4 * 3 / 5) / 7.7, (1 + 4 / 3) / 5.9, (1 + 4 / 2) / 5
-    assert a.expected_tokens().tolist() == pytest.approx(
-        [1, 1 + p1, 1 + p1 + p1 * p2, 1 + p1 + p1 * p2 + p1 * p2 * p3]
-    )
+    assert a.expected_tokens().tolist() == pytest.approx([1, 1 + p1, 1 + p1 + p1 * p2, 1 + p1 + p1 * p2 + p1 * p2 * p3])
     a.reset_local()  # a new batch starts from the long-run rates
     p1, p2, p3 = 3 / 5, 1 / 3, 1 / 2
-    assert a.expected_tokens().tolist() == pytest.approx(
-        [1, 1 + p1, 1 + p1 + p1 * p2, 1 + p1 + p1 * p2 + p1 * p2 * p3]
-    )
+    assert a.expected_tokens().tolist() == pytest.approx([1, 1 + p1, 1 + p1 + p1 * p2, 1 + p1 + p1 * p2 + p1 * p2 * p3])
     with pytest.raises(ValueError, match="local_prior"):
         DepthAcceptance(3, prior=0.0)
 
@@ -160,8 +156,17 @@ def test_path_drafter_depth_caps(tiny_llama):
     assert d._decide(buffers) == ("explore", 3)  # too few observations yet
     # a probe drafts to the deepest of the cheapest chunks: a 5-chain's depths 1-3 all run 4 rows, 4-5 run 5-6
     chain5, _ = union_tree([[(5, 6, 7, 8, 9)]])
-    d = build_decoder("prompt-lookup", model, tok, adaptive=True, cost_table={1: 1.0, 4: 3.0, 8: 6.0}, min_obs=4,
-                      probe_every=2, min_gain=0.0, num_draft=5)
+    d = build_decoder(
+        "prompt-lookup",
+        model,
+        tok,
+        adaptive=True,
+        cost_table={1: 1.0, 4: 3.0, 8: 6.0},
+        min_obs=4,
+        probe_every=2,
+        min_gain=0.0,
+        num_draft=5,
+    )
     d.acceptance.observe(np.array([5] * 8), np.array([0] * 8))
     assert [d._decide(chain5) for _ in range(2)] == [("greedy", 0), ("probe", 3)]
     # a wide STAND tree: 2 nodes at depth 1 (3 rows, padded to 4), 6 to depth 2 (7 rows); costly 7 rows -> depth 1
@@ -176,15 +181,32 @@ def test_guard_falls_back_to_greedy_losslessly(tiny_llama, name):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
     prompts = [tok("----------").input_ids, tok("abab abab abab").input_ids]
     expect = [g.tokens for g in build_decoder("greedy", model, tok).generate(prompts, 40, StopCriteria())]
-    dec = build_decoder(name, model, tok, adaptive=True, min_obs=3, probe_every=5, online_cost=False,
-                        cost_table={1: 1.0, 4: 50.0, 64: 60.0})  # tiny models' real costs are flat
+    dec = build_decoder(
+        name,
+        model,
+        tok,
+        adaptive=True,
+        min_obs=3,
+        probe_every=5,
+        online_cost=False,
+        cost_table={1: 1.0, 4: 50.0, 64: 60.0},
+    )  # tiny models' real costs are flat
     out = dec.generate_all(prompts, 40, StopCriteria())
     assert [g.tokens for g in out] == expect
     steps = dec.describe()["guard"]["steps"]
     assert steps["greedy"] > 0 and steps["draft"] == steps["explore"] == steps["probe"] == 0  # all too costly
     # a moderate cost: it explores within its budget, then probes at the fixed cadence
-    dec = build_decoder(name, model, tok, adaptive=True, min_obs=3, probe_every=5, online_cost=False,
-                        cost_table={1: 1.0, 4: 1.02, 64: 1.02}, min_gain=100.0)  # no draft can gain 100x
+    dec = build_decoder(
+        name,
+        model,
+        tok,
+        adaptive=True,
+        min_obs=3,
+        probe_every=5,
+        online_cost=False,
+        cost_table={1: 1.0, 4: 1.02, 64: 1.02},
+        min_gain=100.0,
+    )  # no draft can gain 100x
     assert [g.tokens for g in dec.generate_all(prompts, 40, StopCriteria())] == expect
     steps = dec.describe()["guard"]["steps"]
     assert steps["draft"] == 0 and steps["explore"] > 0 and steps["greedy"] >= 4 * steps["probe"] > 0

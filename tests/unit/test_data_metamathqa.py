@@ -19,8 +19,12 @@ needs_gsm8k = pytest.mark.skipif(
 
 def mm_row(i: int, seed: int | None = None, type_: str = "GSM_AnsAug") -> dict:
     q = f"Seed question {i if seed is None else seed}?"
-    return {"query": q if type_ == "GSM_AnsAug" else f"Rephrased {i}", "response": f"Step.\nThe answer is: {i}",
-            "type": type_, "original_question": q}
+    return {
+        "query": q if type_ == "GSM_AnsAug" else f"Rephrased {i}",
+        "response": f"Step.\nThe answer is: {i}",
+        "type": type_,
+        "original_question": q,
+    }
 
 
 def good_rows(n_seeds: int = 10) -> list[dict]:
@@ -64,8 +68,9 @@ def test_metamathqa_json_array_and_extra_fields(tmp_path):
     rows = [dict(r, extra=1) for r in good_rows(3)]
     path = tmp_path / "mm.json"
     path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    assert list(load_metamathqa(str(path))) == [{k: r[k] for k in ("query", "response", "type", "original_question")}
-                                                for r in rows]
+    assert list(load_metamathqa(str(path))) == [
+        {k: r[k] for k in ("query", "response", "type", "original_question")} for r in rows
+    ]
     path.write_text(json.dumps([*rows[:2], {"query": "q"}, rows[2]]), encoding="utf-8")
     with pytest.raises(BadRowError, match=r"row 3: missing field 'response'"):
         list(load_metamathqa(str(path)))
@@ -106,8 +111,10 @@ def test_gsm8k_answer():
 
 
 def test_gsm8k_local_bad_rows(tmp_path):
-    path = write_jsonl(tmp_path / "test.jsonl", [{"question": "Q1?", "answer": "x\n#### 3"},
-                                                 {"question": "Q2?", "answer": "no marker"}])
+    path = write_jsonl(
+        tmp_path / "test.jsonl",
+        [{"question": "Q1?", "answer": "x\n#### 3"}, {"question": "Q2?", "answer": "no marker"}],
+    )
     with pytest.raises(BadRowError, match=r"row 2: field 'answer' has no"):
         list(load_gsm8k_test(str(path)))
     report = ReadReport(str(path))
@@ -120,10 +127,17 @@ def test_gsm8k_local_bad_rows(tmp_path):
 
 def test_prepare_math_metamathqa_local_files_with_skips(tmp_path):
     train = write_jsonl(tmp_path / "mm.jsonl", [*good_rows(20), {"query": "q"}])
-    test = write_jsonl(tmp_path / "gsm.jsonl", [{"question": "Seed question 0?", "answer": "#### 0"},
-                                                {"question": "New?", "answer": "#### 1,000"}, "{bad"])
-    spec = {"kind": "metamathqa", "path": str(train), "test": {"path": str(test), "name": None, "split": "test"},
-            "validation_fraction": 0.2, "split_seed": 0}
+    test = write_jsonl(
+        tmp_path / "gsm.jsonl",
+        [{"question": "Seed question 0?", "answer": "#### 0"}, {"question": "New?", "answer": "#### 1,000"}, "{bad"],
+    )
+    spec = {
+        "kind": "metamathqa",
+        "path": str(train),
+        "test": {"path": str(test), "name": None, "split": "test"},
+        "validation_fraction": 0.2,
+        "split_seed": 0,
+    }
     with pytest.raises(BadRowError, match="mm.jsonl: row 41"):
         build_math(spec, seed=0)
     report = prepare_math(spec, tmp_path / "out", seed=0, on_bad_row="skip")
@@ -148,10 +162,20 @@ def test_gsm8k_shared_test_file():
 def test_prepare_math_metamathqa_from_shared_gsm8k(tmp_path):
     """GSM8K train as a MetaMathQA-shaped file (each question one group), GSM8K test as the test split."""
     mm = tmp_path / "gsm8k_as_metamathqa.jsonl"
-    write_jsonl(mm, [{"query": r["question"], "response": r["answer"], "type": "GSM_AnsAug",
-                      "original_question": r["question"]} for r in read_jsonl(GSM8K / "train.jsonl")])
-    spec = {"kind": "metamathqa", "path": str(mm), "test": {"path": str(GSM8K / "test.jsonl")},
-            "validation_fraction": 0.05, "split_seed": 0}
+    write_jsonl(
+        mm,
+        [
+            {"query": r["question"], "response": r["answer"], "type": "GSM_AnsAug", "original_question": r["question"]}
+            for r in read_jsonl(GSM8K / "train.jsonl")
+        ],
+    )
+    spec = {
+        "kind": "metamathqa",
+        "path": str(mm),
+        "test": {"path": str(GSM8K / "test.jsonl")},
+        "validation_fraction": 0.05,
+        "split_seed": 0,
+    }
     report = prepare_math(spec, tmp_path / "out", seed=0)
     splits = report["splits"]
     assert splits["train"]["rows"] + splits["validation"]["rows"] == 7473

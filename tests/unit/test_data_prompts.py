@@ -10,7 +10,12 @@ import pytest
 
 from mtp_core.data import build_prompt_set, prepare_math, prepare_prompt_set, read_sharegpt
 from mtp_core.data.prompts import (
-    CODE_INSTRUCTION, MAX_PROMPT_CHARS, conversation_prompts, first_human_turns, jsonl_prompts, select,
+    CODE_INSTRUCTION,
+    MAX_PROMPT_CHARS,
+    conversation_prompts,
+    first_human_turns,
+    jsonl_prompts,
+    select,
 )
 from mtp_core.data.sharegpt import conversation_text
 from mtp_core.data.specbench import CATEGORIES, classify, specbench_prompts
@@ -41,8 +46,18 @@ def sharegpt():
 @pytest.fixture(scope="module")
 def math_test(tmp_path_factory):
     d = tmp_path_factory.mktemp("math")
-    prepare_math({"kind": "synthetic_math", "n_seed_problems": 20, "n_test_problems": 10, "augmentations": {},
-                  "validation_fraction": 0.1, "split_seed": 0}, d, seed=0)
+    prepare_math(
+        {
+            "kind": "synthetic_math",
+            "n_seed_problems": 20,
+            "n_test_problems": 10,
+            "augmentations": {},
+            "validation_fraction": 0.1,
+            "split_seed": 0,
+        },
+        d,
+        seed=0,
+    )
     return d / "test.jsonl"
 
 
@@ -59,26 +74,40 @@ def test_first_human_turn_filters_are_counted():
     ]
     filters = Counter()
     assert first_human_turns(items, filters) == [("a", "Hello there"), ("h", "What is 2 + 2?")]
-    assert filters == {"empty_conversation": 1, "not_human_first": 1, "empty_first_turn": 1, "too_long": 1,
-                       "mostly_non_ascii": 1, "duplicate": 1}
+    assert filters == {
+        "empty_conversation": 1,
+        "not_human_first": 1,
+        "empty_first_turn": 1,
+        "too_long": 1,
+        "mostly_non_ascii": 1,
+        "duplicate": 1,
+    }
     rows = conversation_prompts(items, Counter())
     check_rows(rows)
-    assert rows[0] == {"id": "a", "category": "conversation", "prompt": "Hello there", "turns": ["Hello there"],
-                       "source": "sharegpt"}
+    assert rows[0] == {
+        "id": "a",
+        "category": "conversation",
+        "prompt": "Hello there",
+        "turns": ["Hello there"],
+        "source": "sharegpt",
+    }
 
 
-@pytest.mark.parametrize("text, category", [
-    ("Translate this paragraph into French: good morning", "translation"),
-    ("Please summarize the following article for me", "summarization"),
-    ("I want you to act as a travel guide in Rome", "roleplay"),
-    ("Write a short poem about the sea", "writing"),
-    ("Here is a riddle: what has keys but no locks", "reasoning"),
-    ("What is the capital of Australia?", "qa"),
-    ("def f(x):\n    return x", "code_like"),
-    ("Fix this: int main() {", "code_like"),
-    ("Tell me more.", "unclassified"),
-    ("What is this? And also that?", "unclassified"),  # more than one question is not a single qa question
-])
+@pytest.mark.parametrize(
+    "text, category",
+    [
+        ("Translate this paragraph into French: good morning", "translation"),
+        ("Please summarize the following article for me", "summarization"),
+        ("I want you to act as a travel guide in Rome", "roleplay"),
+        ("Write a short poem about the sea", "writing"),
+        ("Here is a riddle: what has keys but no locks", "reasoning"),
+        ("What is the capital of Australia?", "qa"),
+        ("def f(x):\n    return x", "code_like"),
+        ("Fix this: int main() {", "code_like"),
+        ("Tell me more.", "unclassified"),
+        ("What is this? And also that?", "unclassified"),  # more than one question is not a single qa question
+    ],
+)
 def test_classification_rules(text, category):
     assert classify(text) == category
 
@@ -112,21 +141,35 @@ def test_jsonl_normalisation(tmp_path):
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out = jsonl_prompts(path, "error", ReadReport(str(path)))
-    assert out[0] == {"id": "81", "category": "writing", "prompt": "Compose a blog post.",
-                      "turns": ["Compose a blog post.", "Rewrite it."], "source": "question.jsonl"}
-    assert out[1] == {"id": "x", "category": "uncategorised", "prompt": "Say hi", "turns": ["Say hi"],
-                      "source": "question.jsonl", "answer": "3"}
+    assert out[0] == {
+        "id": "81",
+        "category": "writing",
+        "prompt": "Compose a blog post.",
+        "turns": ["Compose a blog post.", "Rewrite it."],
+        "source": "question.jsonl",
+    }
+    assert out[1] == {
+        "id": "x",
+        "category": "uncategorised",
+        "prompt": "Say hi",
+        "turns": ["Say hi"],
+        "source": "question.jsonl",
+        "answer": "3",
+    }
     assert out[2]["id"] == "question-3" and out[2]["prompt"] == "What is 2 + 2?"
 
 
-@pytest.mark.parametrize("bad, reason", [
-    ({"id": 1, "turns": []}, "field 'turns' must be a non-empty list"),
-    ({"id": 1, "turns": ["ok", ""]}, "turn 1 of field 'turns'"),
-    ({"id": 1, "text": "no prompt field"}, "needs one of the fields"),
-    ({"id": 1, "prompt": ""}, "field 'prompt' is empty"),
-    ({"id": 1, "prompt": "p", "category": 5}, "field 'category'"),
-    ({"id": [1], "prompt": "p"}, "'question_id' / 'id'"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        ({"id": 1, "turns": []}, "field 'turns' must be a non-empty list"),
+        ({"id": 1, "turns": ["ok", ""]}, "turn 1 of field 'turns'"),
+        ({"id": 1, "text": "no prompt field"}, "needs one of the fields"),
+        ({"id": 1, "prompt": ""}, "field 'prompt' is empty"),
+        ({"id": 1, "prompt": "p", "category": 5}, "field 'category'"),
+        ({"id": [1], "prompt": "p"}, "'question_id' / 'id'"),
+    ],
+)
 def test_jsonl_bad_rows(tmp_path, bad, reason):
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"id": 0, "prompt": "fine"}) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
@@ -147,8 +190,14 @@ def test_jsonl_duplicate_ids(tmp_path):
 
 def test_math_prompt_set(tmp_path, math_test):
     test_rows = list(read_jsonl(math_test))
-    report = prepare_prompt_set("math", {"source": "math", "dataset": "math", "n": 4}, tmp_path / "m.jsonl",
-                                tmp_path / "m.report.json", seed=0, math_test=math_test)
+    report = prepare_prompt_set(
+        "math",
+        {"source": "math", "dataset": "math", "n": 4},
+        tmp_path / "m.jsonl",
+        tmp_path / "m.report.json",
+        seed=0,
+        math_test=math_test,
+    )
     rows = list(read_jsonl(tmp_path / "m.jsonl"))
     check_rows(rows)
     assert len(rows) == 4 and report["rows"] == 4 and report["categories"] == {"math_reasoning": 4}
@@ -198,8 +247,12 @@ def test_specbench_from_packaged_sources(sharegpt, monkeypatch):
 
 def test_sharegpt_bad_items(tmp_path):
     path = tmp_path / "sg.json"
-    items = [conv("a", ("human", "hi")), {"id": "b", "conversations": "oops"},
-             {"id": "c", "conversations": [{"from": "human", "value": None}]}, {"conversations": []}]
+    items = [
+        conv("a", ("human", "hi")),
+        {"id": "b", "conversations": "oops"},
+        {"id": "c", "conversations": [{"from": "human", "value": None}]},
+        {"conversations": []},
+    ]
     path.write_text(json.dumps(items), encoding="utf-8")
     with pytest.raises(BadRowError, match="row 2: field 'conversations' must be a list"):
         read_sharegpt(path)
@@ -220,8 +273,9 @@ def test_prepare_prompts_script(tmp_path, math_test, monkeypatch):
         log=[str(tmp_path / "log.txt")],
         input=SimpleNamespace(math_test=str(math_test)),
         output=SimpleNamespace(prompts=str(tmp_path / "math.jsonl"), report=str(tmp_path / "math.report.json")),
-        params=SimpleNamespace(name="math", spec={"source": "math", "dataset": "math", "n": 2}, seed=0,
-                               on_bad_row="error"),
+        params=SimpleNamespace(
+            name="math", spec={"source": "math", "dataset": "math", "n": 2}, seed=0, on_bad_row="error"
+        ),
     )
     script = Path(__file__).resolve().parents[2] / "workflow" / "scripts" / "prepare_prompts.py"
     runpy.run_path(str(script), init_globals={"snakemake": smk}, run_name="__main__")

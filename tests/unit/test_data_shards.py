@@ -120,10 +120,20 @@ def write_fineweb_dir(path, rows_a, rows_b):
 
 
 def test_fineweb_code_path_on_a_local_directory(tok, tmp_path):
-    d = write_fineweb_dir(tmp_path / "fineweb", [{"text": "first doc", "id": "a"}, {"text": "second", "id": "b"}],
-                          [{"text": "third one", "id": "c"}])
-    spec = {"kind": "pretrain_text", "source": "fineweb", "path": str(d), "name": None, "tokenizer": "tiny-llama",
-            "max_tokens": 1000, "shard_tokens": 8}
+    d = write_fineweb_dir(
+        tmp_path / "fineweb",
+        [{"text": "first doc", "id": "a"}, {"text": "second", "id": "b"}],
+        [{"text": "third one", "id": "c"}],
+    )
+    spec = {
+        "kind": "pretrain_text",
+        "source": "fineweb",
+        "path": str(d),
+        "name": None,
+        "tokenizer": "tiny-llama",
+        "max_tokens": 1000,
+        "shard_tokens": 8,
+    }
     index = prepare_shards(spec, tok, tmp_path / "shards", tokenizer_name="tiny-llama", seed=0)
     assert index["source"] == {"kind": "fineweb", "path": str(d), "name": None}
     text = tok.decode(TokenShards(tmp_path / "shards" / "index.json").read(0, index["total_tokens"]).tolist())
@@ -131,8 +141,9 @@ def test_fineweb_code_path_on_a_local_directory(tok, tmp_path):
 
 
 def test_fineweb_bad_rows(tmp_path):
-    d = write_fineweb_dir(tmp_path / "fw", [{"text": "ok", "id": "a"}, {"text": "", "id": "b"}],
-                          [{"text": "z", "id": "c"}])
+    d = write_fineweb_dir(
+        tmp_path / "fw", [{"text": "ok", "id": "a"}, {"text": "", "id": "b"}], [{"text": "z", "id": "c"}]
+    )
     with pytest.raises(BadRowError, match="field 'text' is empty"):
         list(fineweb_documents(str(d), None, "error", ReadReport(str(d))))
     report = ReadReport(str(d))
@@ -140,8 +151,13 @@ def test_fineweb_bad_rows(tmp_path):
 
 
 def test_synthetic_source_and_index_fields(tok, tmp_path):
-    spec = {"kind": "pretrain_text", "source": "synthetic", "tokenizer": "tiny-llama", "max_tokens": 3000,
-            "shard_tokens": 1000}
+    spec = {
+        "kind": "pretrain_text",
+        "source": "synthetic",
+        "tokenizer": "tiny-llama",
+        "max_tokens": 3000,
+        "shard_tokens": 1000,
+    }
     index = prepare_shards(spec, tok, tmp_path, tokenizer_name="tiny-llama", seed=0)
     assert index["total_tokens"] == 3000 and len(index["shards"]) == 3
     assert index["source"] == {"kind": "synthetic", "seed": 0} and index["skipped_rows"] == 0
@@ -163,14 +179,24 @@ def test_prepare_shards_script(tok, tmp_path, monkeypatch):
 
     model_dir = tmp_path / "model"
     tok.save_pretrained(model_dir)
-    spec = {"kind": "pretrain_text", "source": "synthetic", "tokenizer": "tiny-llama", "max_tokens": 500,
-            "shard_tokens": 200}
+    spec = {
+        "kind": "pretrain_text",
+        "source": "synthetic",
+        "tokenizer": "tiny-llama",
+        "max_tokens": 500,
+        "shard_tokens": 200,
+    }
     smk = SimpleNamespace(
         threads=1,
         log=[str(tmp_path / "log.txt")],
         output=SimpleNamespace(index=str(tmp_path / "shards" / "index.json")),
-        params=SimpleNamespace(spec=spec, model={"source": "tiny", "name": "tiny-llama"}, model_dir=str(model_dir),
-                               seed=0, on_bad_row="error"),
+        params=SimpleNamespace(
+            spec=spec,
+            model={"source": "tiny", "name": "tiny-llama"},
+            model_dir=str(model_dir),
+            seed=0,
+            on_bad_row="error",
+        ),
     )
     script = Path(__file__).resolve().parents[2] / "workflow" / "scripts" / "prepare_shards.py"
     runpy.run_path(str(script), init_globals={"snakemake": smk}, run_name="__main__")

@@ -83,8 +83,9 @@ def test_prepare_math_synthetic_writes_splits_and_report(tmp_path):
     assert report["splits"]["train"]["groups"] + report["splits"]["validation"]["groups"] == 40
     assert report["splits"]["validation"]["groups"] == 4
     assert len(rows["train"]) + len(rows["validation"]) == 40 * 5
-    assert report["splits"]["train"]["types"] == {t: 36 for t in
-                                                  ("SYN_AnsAug", "SYN_FOBAR", "SYN_Rephrased", "SYN_SV", "SYN_Seed")}
+    assert report["splits"]["train"]["types"] == {
+        t: 36 for t in ("SYN_AnsAug", "SYN_FOBAR", "SYN_Rephrased", "SYN_SV", "SYN_Seed")
+    }
     assert len(rows["test"]) == 12 and all(r["answer"].isdigit() for r in rows["test"])
     seeds = {r["original_question"] for s in ("train", "validation") for r in rows[s]}
     assert not seeds & {r["query"] for r in rows["test"]}

@@ -11,8 +11,17 @@ import pytest
 
 from mtp_core.data.arith import Linear, NotExact, evaluate, show, solve_lines
 from mtp_core.data.synthetic import (
-    AUGMENTATION_TYPES, TYPE_FOBAR, TYPE_REPHRASED, TYPE_SEED, TYPE_SV, generate_test, generate_train, maskable,
-    sample_problem, stream, synthetic_documents,
+    AUGMENTATION_TYPES,
+    TYPE_FOBAR,
+    TYPE_REPHRASED,
+    TYPE_SEED,
+    TYPE_SV,
+    generate_test,
+    generate_train,
+    maskable,
+    sample_problem,
+    stream,
+    synthetic_documents,
 )
 from mtp_core.data.templates import TEMPLATES
 
@@ -47,6 +56,7 @@ def check_arithmetic(response: str) -> int:
 
 # ---- templates ----
 
+
 def test_at_least_twenty_templates_with_two_phrasings_and_worded_steps():
     assert len(TEMPLATES) >= 20
     assert len({t.name for t in TEMPLATES}) == len(TEMPLATES)
@@ -75,6 +85,7 @@ def test_template_steps_agree_with_direct_solution(template):
 
 # ---- arithmetic ----
 
+
 def test_linear_forms_render_and_solve():
     x = Linear.unknown("x")
     env = {"a": x, "b": 4, "c": 10}
@@ -96,6 +107,7 @@ def test_linear_forms_render_and_solve():
 
 
 # ---- generated rows ----
+
 
 def test_generation_is_deterministic_and_seed_dependent():
     a = [e.row for e in generate_train(30, AUG, seed=3)]

@@ -17,13 +17,36 @@ from mtp_core.decoding.stopping import StopTracker
 
 def random_prompts(tok, n: int, seed: int) -> list[list[int]]:
     rng = random.Random(seed)
-    words = "the cat sat on a mat while seven dogs ran past quickly and x y z 12 + 7 =".split()
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "a",
+        "mat",
+        "while",
+        "seven",
+        "dogs",
+        "ran",
+        "past",
+        "quickly",
+        "and",
+        "x",
+        "y",
+        "z",
+        "12",
+        "+",
+        "7",
+        "=",
+    ]
     return [tok(" ".join(rng.choices(words, k=rng.randint(1, 12)))).input_ids for _ in range(n)]
 
 
 def hf_reference(loaded, prompts, max_new, stop):
     """Plain `generate(do_sample=False)` on one batch, trimmed at each row's first stop."""
-    return [g.tokens for g in build_decoder("hf-greedy", loaded.model, loaded.tokenizer).generate(prompts, max_new, stop)]
+    return [
+        g.tokens for g in build_decoder("hf-greedy", loaded.model, loaded.tokenizer).generate(prompts, max_new, stop)
+    ]
 
 
 def test_registry_has_reference_decoders():

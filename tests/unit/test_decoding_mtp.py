@@ -14,9 +14,9 @@ import torch
 from transformers import DynamicCache
 
 from mtp_core.decoding import StopCriteria, build_decoder, decoders
+from mtp_core.models import tiny_model, tiny_tokenizer
 from mtp_core.papers.p1.decoders import ConfAdaptDecoder, MaskMTPDecoder, accept_count, compact_cache, top1_confidence
 from mtp_core.papers.p1.mask_token import add_mask_token
-from mtp_core.models import tiny_model, tiny_tokenizer
 
 from ..conftest import tiny_spec
 
@@ -43,7 +43,28 @@ def mtp_model(request):
 def prompts_of(tok, n: int, seed: int) -> list[list[int]]:
     """n prompts of pairwise different lengths."""
     rng = random.Random(seed)
-    words = "the cat sat on a mat while seven dogs ran past quickly and x y z 12 + 7 =".split()
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "a",
+        "mat",
+        "while",
+        "seven",
+        "dogs",
+        "ran",
+        "past",
+        "quickly",
+        "and",
+        "x",
+        "y",
+        "z",
+        "12",
+        "+",
+        "7",
+        "=",
+    ]
     out: list[list[int]] = []
     while len(out) < n:
         p = tok(" ".join(rng.choices(words, k=rng.randint(1, 10)))).input_ids
@@ -259,9 +280,7 @@ def test_stop_string_inside_a_chunk(mtp_model):
     prompts = prompts_of(tok, 2, seed=8)
     free = build_decoder("static-k", model, tok, k=3).generate(prompts, MAX_NEW, StopCriteria())
     text = tok.decode(free[1].tokens[4:6])
-    out = build_decoder("static-k", model, tok, k=3).generate(
-        prompts, MAX_NEW, StopCriteria(stop_strings=(text,))
-    )
+    out = build_decoder("static-k", model, tok, k=3).generate(prompts, MAX_NEW, StopCriteria(stop_strings=(text,)))
     g = out[1]
     assert g.stop_reason == "stop_string" and text in tok.decode(g.tokens) and text not in tok.decode(g.tokens[:-1])
     assert g.tokens == free[1].tokens[: len(g.tokens)]

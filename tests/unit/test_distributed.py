@@ -29,8 +29,18 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cfg(**kw):
-    base = dict(max_steps=5, global_batch_size=4, micro_batch_size=1, lr=3e-3, warmup_steps=2, checkpoint_every=2,
-                keep_last=1, progress=False, log_every=0, grad_clip=1.0)
+    base = dict(
+        max_steps=5,
+        global_batch_size=4,
+        micro_batch_size=1,
+        lr=3e-3,
+        warmup_steps=2,
+        checkpoint_every=2,
+        keep_last=1,
+        progress=False,
+        log_every=0,
+        grad_clip=1.0,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -45,7 +55,7 @@ def _child(rank, world, init, fn, out, args):
         finally:
             dist.destroy_process_group()
         torch.save(res, out)
-    except BaseException:  # noqa: BLE001 - reported by the parent
+    except BaseException:
         with open(f"{out}.err", "w") as f:
             f.write(traceback.format_exc())
         os._exit(1)
@@ -85,23 +95,29 @@ def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
     teacher_fp = step.state_dict()["teacher_fingerprint"]
     callbacks = []
     if kill_at:
+
         def kill(done, row):
             if done == kill_at:
                 raise Killed
+
         callbacks.append(kill)
     try:
         res = train(step, model, batches, _cfg(**cfg_kw), out_dir, dist=dist_obj, callbacks=callbacks)
     except Killed:
         return {"killed": True}
-    info = {"teacher_type": type(step.teacher).__name__,
-            "teacher_param_types": sorted({type(p).__name__ for p in step.teacher.parameters()}),
-            "teacher_grads": [p.grad is not None for p in step.teacher.parameters()],
-            "teacher_requires_grad": any(p.requires_grad for p in step.teacher.parameters()),
-            "model_type": type(model).__name__, "resumed_from": res.resumed_from}
+    info = {
+        "teacher_type": type(step.teacher).__name__,
+        "teacher_param_types": sorted({type(p).__name__ for p in step.teacher.parameters()}),
+        "teacher_grads": [p.grad is not None for p in step.teacher.parameters()],
+        "teacher_requires_grad": any(p.requires_grad for p in step.teacher.parameters()),
+        "model_type": type(model).__name__,
+        "resumed_from": res.resumed_from,
+    }
     if strategy == "fsdp":
         full = dist_obj.model_state_dict(model)  # collective
         info["teacher_full"] = dist_obj.model_state_dict(step.teacher)
         from mtp_core.papers.p1.train import fingerprint
+
         if rank == 0:
             t = _setup()[2].teacher  # a fresh teacher of the same base weights
             t.load_state_dict(info["teacher_full"])
@@ -114,8 +130,10 @@ def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
 
 
 def _curves(d):
-    return [{k: float(v) for k, v in r.items() if k not in WALL_CLOCK_COLUMNS and v != ""}
-            for r in read_curves(d / "curves.csv")]
+    return [
+        {k: float(v) for k, v in r.items() if k not in WALL_CLOCK_COLUMNS and v != ""}
+        for r in read_curves(d / "curves.csv")
+    ]
 
 
 def _max_diff(a_rows, b_rows, cols=("loss", "grad_norm")):
@@ -141,8 +159,10 @@ def test_two_processes_match_one(tmp_path, strategy, record_property):
     d_weights = _weights_diff(one["state"], two[0]["state"])
     record_property("max_abs_loss_diff", d_loss)
     record_property("max_abs_weight_diff", d_weights)
-    print(f"{strategy}: 2 vs 1 process over {len(c1)} steps: max |loss diff| {d_loss:.3g} (loss ~{c1[0]['loss']:.2f}), "
-          f"max |loss, grad-norm, acc diff| {d_curve:.3g}, max |weight diff| {d_weights:.3g}")
+    print(
+        f"{strategy}: 2 vs 1 process over {len(c1)} steps: max |loss diff| {d_loss:.3g} (loss ~{c1[0]['loss']:.2f}), "
+        f"max |loss, grad-norm, acc diff| {d_curve:.3g}, max |weight diff| {d_weights:.3g}"
+    )
     assert d_curve < TOL and d_weights < TOL
     assert (tmp_path / "two" / "model" / "model.safetensors").exists()
     if strategy == "fsdp":
@@ -178,8 +198,9 @@ def test_fsdp_resume_is_bit_exact_and_checkpoints_keep_the_local_layout(tmp_path
     local_state = torch.load(tmp_path / "local" / "checkpoints" / "step-00000002" / "state.pt", weights_only=True)
     assert fsdp_state["model"].keys() == local_state["model"].keys()
     assert fsdp_state["optimizer"]["state"].keys() == local_state["optimizer"]["state"].keys()
-    assert [g["params"] for g in fsdp_state["optimizer"]["param_groups"]] == \
-        [g["params"] for g in local_state["optimizer"]["param_groups"]]
+    assert [g["params"] for g in fsdp_state["optimizer"]["param_groups"]] == [
+        g["params"] for g in local_state["optimizer"]["param_groups"]
+    ]
     for i, s in local_state["optimizer"]["state"].items():
         assert fsdp_state["optimizer"]["state"][i]["exp_avg"].shape == s["exp_avg"].shape
     # one process continues the FSDP2 run from its step-5 state

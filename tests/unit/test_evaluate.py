@@ -10,7 +10,6 @@ import pytest
 from lm_eval.api.instance import Instance
 
 from mtp_core.config import REPO_ROOT
-from mtp_core.validation import load_config
 from mtp_core.decoding import Decoder, GenerationResult, StopCriteria
 from mtp_core.decoding.stopping import StopTracker
 from mtp_core.evaluate import (
@@ -26,16 +25,29 @@ from mtp_core.evaluate import (
 from mtp_core.io import BadRowError
 from mtp_core.models import load_model, prepare_base_model
 from mtp_core.results import answer_token_count, effective_k, samples_path
+from mtp_core.validation import load_config
 
 TINY = {
-    "source": "tiny", "arch": "llama", "hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
-    "intermediate_size": 128, "max_position_embeddings": 2048, "tie_word_embeddings": True, "init_seed": 0,
+    "source": "tiny",
+    "arch": "llama",
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": True,
+    "init_seed": 0,
     "name": "t",
 }
 ROWS = [
-    {"query": f"Tom has {a} apples and buys {b} more. How many apples does he have?", "answer": str(a + b),
-     "response": f"{a} + {b} = {a + b}\nThe answer is: {a + b}", "type": "seed",
-     "original_question": f"Tom has {a} apples and buys {b} more."}
+    {
+        "query": f"Tom has {a} apples and buys {b} more. How many apples does he have?",
+        "answer": str(a + b),
+        "response": f"{a} + {b} = {a + b}\nThe answer is: {a + b}",
+        "type": "seed",
+        "original_question": f"Tom has {a} apples and buys {b} more.",
+    }
     for a, b in [(3, 4), (12, 30), (7, 100), (250, 1), (5, 5)]
 ]
 TASK = "synthetic_math_cot"
@@ -172,8 +184,13 @@ def test_batching_restores_order_and_matches_batch_size_one(loaded):
     short = {"until": ["\n\n"], "max_gen_toks": 6}
     longer = {"until": ["Question:"], "max_gen_toks": 9, "do_sample": False}
     items = [
-        ("a", short), ("Question: what is two plus two?\nAnswer:", longer), ("hello there " * 6, short),
-        ("xyz", longer), ("the quick brown fox", short), ("0123456789" * 3, longer), ("b", longer),
+        ("a", short),
+        ("Question: what is two plus two?\nAnswer:", longer),
+        ("hello there " * 6, short),
+        ("xyz", longer),
+        ("the quick brown fox", short),
+        ("0123456789" * 3, longer),
+        ("b", longer),
     ]
     reqs = requests(items)
     lm1, lm3 = MTPLM(loaded, "greedy", batch_size=1), MTPLM(loaded, "greedy", batch_size=3)
@@ -265,12 +282,24 @@ def test_run_evaluation_result_and_per_doc_join(config, loaded, data_path, tmp_p
     out = tmp_path / "oracle.json"
     oracle = OracleDecoder(loaded.model, loaded.tokenizer)
     result = run_evaluation(
-        config, loaded, oracle, TASK, out, data_path=data_path, paper="p1", run="student",
+        config,
+        loaded,
+        oracle,
+        TASK,
+        out,
+        data_path=data_path,
+        paper="p1",
+        run="student",
         settings=EvalSettings(limit=4, batch_size=3, max_gen_toks=64),
     )
     assert json.loads(out.read_text()) == result
     assert (result["kind"], result["paper"], result["run"], result["model"], result["task"]) == (
-        "eval", "p1", "student", "t", TASK)
+        "eval",
+        "p1",
+        "student",
+        "t",
+        TASK,
+    )
     assert result["decoder"] == {"name": "oracle", "lossless": False, "params": {}}
     assert result["n"] == 4 and result["scale"] == "tiny" and len(result["config_hash"]) == 12
     # docs 0 and 2 right, 1 and 3 wrong: mean 0.5, stderr = sqrt(1/3)/2 (sample std, n-1)
@@ -304,7 +333,12 @@ def test_run_evaluation_greedy_chat_template_on_off(config, loaded, data_path, t
     for chat in (True, False):
         out = tmp_path / f"greedy-{chat}.json"
         result = run_evaluation(
-            config, loaded, "greedy", TASK, out, data_path=data_path,
+            config,
+            loaded,
+            "greedy",
+            TASK,
+            out,
+            data_path=data_path,
             settings=EvalSettings(limit=3, batch_size=2, max_gen_toks=8, apply_chat_template=chat),
         )
         samples = read_samples(out)

@@ -49,10 +49,9 @@ def test_skip_mode_counts_and_keeps_good_rows(messy):
 def test_atomic_writes_leave_nothing_on_failure(tmp_path):
     target = tmp_path / "out.json"
     atomic_write_json(target, {"x": 1})
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("partial")
-            raise RuntimeError("killed")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("partial")
+        raise RuntimeError("killed")
     assert json.loads(target.read_text()) == {"x": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
 

@@ -29,17 +29,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from mtp_core.train import SAVE, StopTraining, read_curves, train
-from mtp_core.train.launch import LaunchError, LauncherConfig, interrupt_job, launch
 from mtp_core.cli import main as cli_main
+from mtp_core.train import SAVE, StopTraining, read_curves, train
+from mtp_core.train.launch import LauncherConfig, LaunchError, interrupt_job, launch
 from mtp_core.train.loop import WALL_CLOCK_COLUMNS
 
 from ..toy_method import TOY, ToyData
 
 pytestmark = pytest.mark.timeout(180)
 
-TRAIN = {"max_steps": 12, "global_batch_size": 8, "micro_batch_size": 2, "lr": 0.02, "warmup_steps": 2,
-         "checkpoint_every": 5, "progress": False, "log_every": 0}
+TRAIN = {
+    "max_steps": 12,
+    "global_batch_size": 8,
+    "micro_batch_size": 2,
+    "lr": 0.02,
+    "warmup_steps": 2,
+    "checkpoint_every": 5,
+    "progress": False,
+    "log_every": 0,
+}
 FAST = {"poll_s": 0.5, "progress_s": 5.0, "threads": 1}
 
 
@@ -151,8 +159,18 @@ def test_failing_trainer_gives_traceback_and_log_path_and_no_output(tmp_path, ca
     """Through the CLI: exit code 1, stderr (the rule's log) has the job's traceback and the submitit log paths; the
     declared output is not written; the next run submits a new job (a failed job is never re-attached)."""
     out = tmp_path / "run" / "train.json"
-    argv = ["--output", str(out), "--method", TOY, "--settings", json.dumps(toy(fail_at_step=3)),
-            "--cluster", "local", "--launcher", json.dumps(FAST)]
+    argv = [
+        "--output",
+        str(out),
+        "--method",
+        TOY,
+        "--settings",
+        json.dumps(toy(fail_at_step=3)),
+        "--cluster",
+        "local",
+        "--launcher",
+        json.dumps(FAST),
+    ]
     assert cli_main(["train", *argv]) == 1
     err = capsys.readouterr().err
     job_id = _job(out)["job_id"]
@@ -257,7 +275,7 @@ def test_changed_recipe_never_resumes_the_old_state(tmp_path, capsys):
 def _launch_in_thread(out, settings, launcher, box):
     try:
         box["result"] = launch(out, TOY, settings, launcher)
-    except BaseException as e:  # noqa: BLE001 - re-raised by the test
+    except BaseException as e:
         box["error"] = e
 
 
@@ -297,16 +315,22 @@ def test_preemption_requeues_resumes_and_matches_uninterrupted(tmp_path, capsys)
     t.join(120)
     assert "error" not in box, box.get("error")
     res = box["result"]
-    ref = launch(tmp_path / "ref" / "train.json", TOY, {**settings, "step_sleep_s": 0.0, "startup_sleep_s": 0.0},
-                 {"cluster": "debug", "threads": 1})  # the sleeps change no arithmetic
+    ref = launch(
+        tmp_path / "ref" / "train.json",
+        TOY,
+        {**settings, "step_sleep_s": 0.0, "startup_sleep_s": 0.0},
+        {"cluster": "debug", "threads": 1},
+    )  # the sleeps change no arithmetic
 
     a = _attempts(out.parent)
     assert [x["status"] for x in a] == ["requeued before the first step (exit 144)", "preempted", "completed"]
     assert {x["job_id"] for x in a} == {job_id}
     stopped, resumed = a[1]["end_step"], a[2]["start_step"]
-    print(f"preempted at step >= {at}: stopped at step {stopped}, resumed from {resumed}; "
-          f"steps lost {stopped - resumed} (interval 10); attempt 3 restarted "
-          f"{a[2]['started_at'] - a[1]['ended_at']:.1f} s after attempt 2 stopped")
+    print(
+        f"preempted at step >= {at}: stopped at step {stopped}, resumed from {resumed}; "
+        f"steps lost {stopped - resumed} (interval 10); attempt 3 restarted "
+        f"{a[2]['started_at'] - a[1]['ended_at']:.1f} s after attempt 2 stopped"
+    )
     assert at <= stopped < 40 and resumed == stopped  # no finished step lost (bound: one interval of 10)
     assert res["steps"] == 40 and res["resumed_from"] == stopped
     assert [x["status"] for x in res["attempts"]] == ["preempted before the loop", "preempted", "completed"]
@@ -343,7 +367,9 @@ def test_two_local_tasks_match_one_process(tmp_path, strategy):
     a = _attempts(out.parent)
     assert all(x["world_size"] == 2 and x["strategy"] == strategy and x["backend"] == "gloo" for x in a)
     one, two = _curves(tmp_path / "one"), _curves(tmp_path / "two")
-    assert [r["step"] for r in one] == [r["step"] for r in two] and [r["tokens"] for r in one] == [r["tokens"] for r in two]
+    assert [r["step"] for r in one] == [r["step"] for r in two] and [r["tokens"] for r in one] == [
+        r["tokens"] for r in two
+    ]
     d_curve = max(abs(float(x["loss"]) - float(y["loss"])) for x, y in zip(one, two))
     w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "two")
     d_w = max((w1[k] - w2[k]).abs().max().item() for k in w1)
@@ -369,10 +395,32 @@ def test_settings_are_checked_before_anything_is_submitted(tmp_path, capsys):
     with pytest.raises(ValueError, match="unknown training method"):
         launch(out, "p9", toy(), {"cluster": "local"})
     assert not out.with_name("train.json.job.json").exists()
-    assert cli_main(["train", "--output", str(out), "--method", TOY, "--settings", json.dumps(toy()), "--set", "gpus=2"]) == 2
+    assert (
+        cli_main(["train", "--output", str(out), "--method", TOY, "--settings", json.dumps(toy()), "--set", "gpus=2"])
+        == 2
+    )
     assert "unknown key(s) gpus" in capsys.readouterr().err
-    assert cli_main(["train", "--output", str(out), "--method", TOY, "--settings", json.dumps(toy()), "--cluster", "slurm",
-                 "--partition", "gpu", "--set", 'slurm_additional_parameters={"requeue": true}', "--dry-run"]) == 0
+    assert (
+        cli_main(
+            [
+                "train",
+                "--output",
+                str(out),
+                "--method",
+                TOY,
+                "--settings",
+                json.dumps(toy()),
+                "--cluster",
+                "slurm",
+                "--partition",
+                "gpu",
+                "--set",
+                'slurm_additional_parameters={"requeue": true}',
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     shown = json.loads(capsys.readouterr().out)
     assert shown["launcher"]["cluster"] == "slurm" and shown["launcher"]["partition"] == "gpu"
     assert shown["launcher"]["slurm_additional_parameters"] == {"requeue": True}
@@ -395,14 +443,35 @@ def test_slurm_executor_parameters(tmp_path, monkeypatch):
         text = _executor(cfg, Paths(tmp_path / "e.json", tmp_path), "x")._executor._make_submission_file_text("c", "u")
         assert f"#SBATCH --partition={part}" in text and "#SBATCH --account=site-acct" in text
 
-    cfg = LauncherConfig.from_dict({"cluster": "slurm", "nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4,
-                                    "cpus_per_task": 8, "mem_gb": 64, "timeout_min": 120, "partition": "gpu",
-                                    "account": "proj", "slurm_additional_parameters": {"requeue": True}})
+    cfg = LauncherConfig.from_dict(
+        {
+            "cluster": "slurm",
+            "nodes": 2,
+            "tasks_per_node": 4,
+            "gpus_per_node": 4,
+            "cpus_per_task": 8,
+            "mem_gb": 64,
+            "timeout_min": 120,
+            "partition": "gpu",
+            "account": "proj",
+            "slurm_additional_parameters": {"requeue": True},
+        }
+    )
     ex = _executor(cfg, Paths(tmp_path / "o.json", tmp_path), "train-p1-main")
     text = ex._executor._make_submission_file_text("python -u -m submitit.core._submit x", "uid")
-    for line in ("--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--cpus-per-task=8", "--mem=64GB",
-                 "--time=120", "--partition=gpu", "--account=proj", "--requeue", "--signal=USR2@90",
-                 "--job-name=train-p1-main"):
+    for line in (
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--gpus-per-node=4",
+        "--cpus-per-task=8",
+        "--mem=64GB",
+        "--time=120",
+        "--partition=gpu",
+        "--account=proj",
+        "--requeue",
+        "--signal=USR2@90",
+        "--job-name=train-p1-main",
+    ):
         assert f"#SBATCH {line}" in text, line
 
 
@@ -431,8 +500,25 @@ def test_p1_settings_from_config(tmp_path, capsys):
     with pytest.raises(ValueError, match="no run 'other'"):
         p1_plan.from_config(config, "other")
     out = tmp_path / "run" / "launch.json"
-    assert cli_main(["train", "--output", str(out), "--method", "p1", "--config", str(path), "--run", "main", "--nodes", "1",
-                 "--dry-run"]) == 0
+    assert (
+        cli_main(
+            [
+                "train",
+                "--output",
+                str(out),
+                "--method",
+                "p1",
+                "--config",
+                str(path),
+                "--run",
+                "main",
+                "--nodes",
+                "1",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     shown = json.loads(capsys.readouterr().out)
     assert shown["settings"]["data"] == "results/data/math/train.jsonl"
     assert shown["launcher"]["tasks_per_node"] == 2 and shown["launcher"]["timeout_min"] == 30
@@ -449,14 +535,27 @@ def test_p1_method_through_the_launcher(tmp_path):
 
     spec = tiny_spec("llama")
     base = prepare_base_model(spec, tmp_path / "base")
-    rows = [{"query": f"What is {a} + {b}?", "response": f"{a} + {b} = {a + b}. The answer is {a + b}."}
-            for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
+    rows = [
+        {"query": f"What is {a} + {b}?", "response": f"{a} + {b} = {a + b}. The answer is {a + b}."}
+        for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]
+    ]
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    settings = {"model": spec, "base_dir": str(base), "data": str(data),
-                "train": {"max_steps": 2, "global_batch_size": 2, "micro_batch_size": 1, "warmup_steps": 1,
-                          "lr": 1e-3, "checkpoint_every": 1, "progress": False},
-                "p1": {"seq_len": 32, "k_max": 4}}
+    settings = {
+        "model": spec,
+        "base_dir": str(base),
+        "data": str(data),
+        "train": {
+            "max_steps": 2,
+            "global_batch_size": 2,
+            "micro_batch_size": 1,
+            "warmup_steps": 1,
+            "lr": 1e-3,
+            "checkpoint_every": 1,
+            "progress": False,
+        },
+        "p1": {"seq_len": 32, "k_max": 4},
+    }
     out = tmp_path / "p1" / "train.json"
     res = launch(out, "p1", settings, {"cluster": "debug", "threads": 1})
     assert res["steps"] == 2 and Path(res["final_dir"]).name == "model"

@@ -25,8 +25,17 @@ from mtp_core.validation import validate_config
 
 from ..conftest import REPO
 
-TEXTS = ["So 3 + 4 = 7. The answer is 7.", "It costs $1,250.", "We get 12.5 apples; 13 in all.", "no number",
-         "#### 42", "-3 degrees", "The answer is: 2,000.", "1.5.", "7 7 7 8"]
+TEXTS = [
+    "So 3 + 4 = 7. The answer is 7.",
+    "It costs $1,250.",
+    "We get 12.5 apples; 13 in all.",
+    "no number",
+    "#### 42",
+    "-3 degrees",
+    "The answer is: 2,000.",
+    "1.5.",
+    "7 7 7 8",
+]
 REFS = ["7", "1250", "13", "5", "42", "-3", "2000", "1.5", "8"]
 
 
@@ -41,8 +50,9 @@ def test_answer_scoring_equals_lm_evals_filter_and_metric():
     extracted = [x[0] for x in filt.apply([[t] for t in TEXTS], [{}] * len(TEXTS))]
     assert [extract_answer(t) for t in TEXTS] == extracted
     for text, ref, ex in zip(TEXTS, REFS, extracted):
-        want = exact_match_hf_evaluate([ex], [ref], regexes_to_ignore=metric["regexes_to_ignore"],
-                                       ignore_case=metric["ignore_case"])["exact_match"]
+        want = exact_match_hf_evaluate(
+            [ex], [ref], regexes_to_ignore=metric["regexes_to_ignore"], ignore_case=metric["ignore_case"]
+        )["exact_match"]
         assert is_correct(text, ref) == bool(want), (text, ref)
     assert [is_correct(t, r) for t, r in zip(TEXTS, REFS)] == [True, True, True, False, True, True, True, True, True]
 
@@ -62,9 +72,16 @@ def tiny_config():
 
 def test_rows_come_from_the_config_and_the_papers(tiny_config):
     rows = lb.entries(tiny_config)
-    assert [r.label for r in rows] == ["greedy", "pld", "lookahead", "stand", "p1-main-static-k2",
-                                       "p1-main-conf-adapt-tau0.9", "p3-probing_vocab_mean-bc10",
-                                       "p3-probing_vocab_mean-bc10-guarded"]
+    assert [r.label for r in rows] == [
+        "greedy",
+        "pld",
+        "lookahead",
+        "stand",
+        "p1-main-static-k2",
+        "p1-main-conf-adapt-tau0.9",
+        "p3-probing_vocab_mean-bc10",
+        "p3-probing_vocab_mean-bc10-guarded",
+    ]
     p1 = rows[4]
     assert p1.checkpoint == "results/models/p1/main/model" and p1.model == "tiny-qwen3-math"
     assert rows[-1].params["adaptive"] is True and "adaptive" not in rows[-2].params
@@ -77,16 +94,24 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
     assert not any(r.paper == "p3" for r in lb.entries(off))
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda c: c["leaderboard"].update(model="nope"), "leaderboard.model: model 'nope' is not declared"),
-    (lambda c: c["leaderboard"]["prompt_sets"].update(nope={}), "leaderboard.prompt_sets.nope: prompt set 'nope'"),
-    (lambda c: c["leaderboard"]["baselines"]["pld"].update(depth=3),
-     "leaderboard.baselines.pld: prompt-lookup: unknown parameter(s) depth"),
-    (lambda c: c["leaderboard"]["baselines"].update({"p1-main-static-k2": {"decoder": "greedy"}}), "is used twice"),
-    (lambda c: c["leaderboard"].update(model="tiny-llama"), "papers.p1.leaderboard.p1-main-static-k2: its "
-     "checkpoint is trained from 'tiny-qwen3-math', not from the leaderboard's model 'tiny-llama'"),
-    (lambda c: c["papers"]["p3"]["leaderboard"].update(methods=["nope"]), "papers.p3.leaderboard.methods[0]"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["leaderboard"].update(model="nope"), "leaderboard.model: model 'nope' is not declared"),
+        (lambda c: c["leaderboard"]["prompt_sets"].update(nope={}), "leaderboard.prompt_sets.nope: prompt set 'nope'"),
+        (
+            lambda c: c["leaderboard"]["baselines"]["pld"].update(depth=3),
+            "leaderboard.baselines.pld: prompt-lookup: unknown parameter(s) depth",
+        ),
+        (lambda c: c["leaderboard"]["baselines"].update({"p1-main-static-k2": {"decoder": "greedy"}}), "is used twice"),
+        (
+            lambda c: c["leaderboard"].update(model="tiny-llama"),
+            "papers.p1.leaderboard.p1-main-static-k2: its "
+            "checkpoint is trained from 'tiny-qwen3-math', not from the leaderboard's model 'tiny-llama'",
+        ),
+        (lambda c: c["papers"]["p3"]["leaderboard"].update(methods=["nope"]), "papers.p3.leaderboard.methods[0]"),
+    ],
+)
 def test_bad_leaderboard_config_names_the_key(edit, message):
     raw = yaml.safe_load((REPO / "config/tiny.yaml").read_text())
     edit(raw)
@@ -131,14 +156,34 @@ def test_decoding_job_writes_a_result_per_row(tmp_path, tiny_loaded_qwen, studen
     spec, base_dir = tiny_loaded_qwen
     base = load_model(spec, base_dir=base_dir)
     mtp = load_model(spec, checkpoint=student)
-    rows = [{"id": str(i), "category": "math_reasoning", "prompt": f"What is {i} + {i}?", "answer": str(2 * i)}
-            for i in range(1, 4)]
-    decoders = {"greedy": {"decoder": "greedy"}, "pld": {"decoder": "prompt-lookup", "num_draft": 4},
-                "st": {"decoder": "static-k", "k": 2}}
+    rows = [
+        {"id": str(i), "category": "math_reasoning", "prompt": f"What is {i} + {i}?", "answer": str(2 * i)}
+        for i in range(1, 4)
+    ]
+    decoders = {
+        "greedy": {"decoder": "greedy"},
+        "pld": {"decoder": "prompt-lookup", "num_draft": 4},
+        "st": {"decoder": "static-k", "k": 2},
+    }
     outs = [str(tmp_path / f"{n}.json") for n in decoders]
-    decode_prompt_set(base, rows, decoders, outs, "math", "tiny", "h", max_new_tokens=8, batch_size=1, threads=1,
-                      warmup=0, repeats=1, paper="leaderboard", models={"st": mtp}, papers={"st": "p1"},
-                      modeled=True)
+    decode_prompt_set(
+        base,
+        rows,
+        decoders,
+        outs,
+        "math",
+        "tiny",
+        "h",
+        max_new_tokens=8,
+        batch_size=1,
+        threads=1,
+        warmup=0,
+        repeats=1,
+        paper="leaderboard",
+        models={"st": mtp},
+        papers={"st": "p1"},
+        modeled=True,
+    )
     frame = load_results(outs)
     g, p, s = (frame.iloc[i] for i in range(3))
     assert g["modeled_speedup_vs_greedy"] == pytest.approx(1.0) and g["speedup_vs_greedy"] == pytest.approx(1.0)
@@ -146,8 +191,11 @@ def test_decoding_job_writes_a_result_per_row(tmp_path, tiny_loaded_qwen, studen
     assert s["paper"] == "p1" and not s["lossless"] and s["modeled_speedup_vs_greedy"] > 0
     assert "accuracy" in g["metrics"] and 0 <= g["metrics"]["accuracy"]["value"] <= 1
     assert frame["settings"].iloc[0]["step_cost"]["1"] > 0
-    rows_meta = [{"label": "greedy", "title": "Greedy"}, {"label": "pld", "title": "PLD"},
-                 {"label": "st", "title": "P1 Static k=2"}]
+    rows_meta = [
+        {"label": "greedy", "title": "Greedy"},
+        {"label": "pld", "title": "PLD"},
+        {"label": "st", "title": "P1 Static k=2"},
+    ]
     data = leaderboard_frame(frame, rows_meta)
     assert list(data["row"]) == ["Greedy", "PLD", "P1 Static k=2"] and list(data["lossless"]) == ["yes", "yes", "no"]
     table = leaderboard_table(frame, rows_meta)
@@ -162,7 +210,8 @@ def test_p1_decoders_report_chunk_rows(tiny_loaded_qwen, student):
     from mtp_core.decoding import build_decoder
 
     g = build_decoder("static-k", mtp.model, mtp.tokenizer, k=3).generate(
-        [encode_prompts(mtp, [{"id": "a", "prompt": "hello"}])[0].ids], 9, mtp.stop_criteria())[0]
+        [encode_prompts(mtp, [{"id": "a", "prompt": "hello"}])[0].ids], 9, mtp.stop_criteria()
+    )[0]
     rows = g.extra["chunk_rows"]
     assert rows[0] == 0 and len(rows) == g.forward_passes
     assert all(r == 3 - 1 + 3 for r in rows[1:-1])  # re-fed 3 accepted tokens + 2 masks

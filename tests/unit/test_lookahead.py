@@ -58,10 +58,14 @@ def test_window_logits_equal_plain_forward(tiny_llama):
         model(input_ids=prefix, past_key_values=cache)
         ctx = TreeContext(cache, torch.ones(1, 6, dtype=torch.bool), root, torch.tensor([6]))
         emb = model.get_input_embeddings()(window.reshape(1, -1))
-        logits, _ = tree_forward(model, ctx, chain_buffers(0), torch.empty(1, 0, dtype=torch.long),
-                                 extra_parents=torch.where(window_parents(levels, width) < 0, 0,
-                                                           window_parents(levels, width) + 1),
-                                 extra_embeds=emb)
+        logits, _ = tree_forward(
+            model,
+            ctx,
+            chain_buffers(0),
+            torch.empty(1, 0, dtype=torch.long),
+            extra_parents=torch.where(window_parents(levels, width) < 0, 0, window_parents(levels, width) + 1),
+            extra_embeds=emb,
+        )
         for lev in range(levels):
             for c in range(width):
                 seq = [*prefix[0].tolist(), 7, *window[0, 0, : c + 1].tolist(), *window[0, 1 : lev + 1, c].tolist()]
@@ -112,6 +116,7 @@ def test_stop_strings_lossless(tiny_llama):
 
 def test_repetitive_prompt_accepts_drafts(tiny_llama):
     tok, model = tiny_llama.tokenizer, tiny_llama.model
-    out = build_decoder("lookahead", model, tok, bc=10, ngram=3).generate([tok("----------").input_ids], 32,
-                                                                         StopCriteria())
+    out = build_decoder("lookahead", model, tok, bc=10, ngram=3).generate(
+        [tok("----------").input_ids], 32, StopCriteria()
+    )
     assert out[0].tokens_per_forward > 1.5, out[0].accepted

@@ -164,8 +164,9 @@ def test_teacher_slot_j_equals_plain_forward_of_prefix_plus_rollout(tiny_loaded,
     student = _perturbed(teacher)
     g = torch.Generator().manual_seed(k)
     rows = _rows(g)
-    batch = build_blocked_batch(rows, k=k, offset=offset, num_regions=4, seq_len=48, mask_id=MASK_ID, pad_id=PAD,
-                                bda=bda)
+    batch = build_blocked_batch(
+        rows, k=k, offset=offset, num_regions=4, seq_len=48, mask_id=MASK_ID, pad_id=PAD, bda=bda
+    )
     out = p1_loss(student, teacher, batch, P1LossConfig())
     x = _padded(rows, int(batch.source_index.max()) + 2)
     R = 0
@@ -183,7 +184,7 @@ def test_teacher_slot_j_equals_plain_forward_of_prefix_plus_rollout(tiny_loaded,
                 seq = torch.cat([x[b, : t + 1], torch.full((k - 1,), MASK_ID)])[None]
                 torch.testing.assert_close(out.student_logits[R], student(seq).logits[0, t:], atol=1e-4, rtol=1e-4)
             R += 1
-    assert R == out.student_tokens.shape[0] and R < batch.batch_size * batch.num_regions
+    assert out.student_tokens.shape[0] == R and batch.batch_size * batch.num_regions > R
     assert torch.equal(out.student_tokens, out.student_logits.argmax(-1))
     assert torch.equal(out.teacher_tokens, out.teacher_logits.argmax(-1))
 
@@ -236,8 +237,10 @@ def test_attention_mask_encodings(tiny_llama):
     batch = build_blocked_batch([[5] * 30], k=2, offset=0, num_regions=2, seq_len=16, mask_id=MASK_ID, pad_id=PAD)
     model = tiny_llama.model
     assert attention_mask_for(model, batch).dtype == torch.bool  # sdpa
-    eager = SimpleNamespace(config=SimpleNamespace(_attn_implementation="eager"),
-                            parameters=lambda: iter([torch.zeros(1, dtype=torch.float32)]))
+    eager = SimpleNamespace(
+        config=SimpleNamespace(_attn_implementation="eager"),
+        parameters=lambda: iter([torch.zeros(1, dtype=torch.float32)]),
+    )
     fm = attention_mask_for(eager, batch)
     assert fm.dtype == torch.float32 and torch.equal(fm == 0, batch.dense_mask())
     with pytest.raises(ValueError, match="flex_attention"):

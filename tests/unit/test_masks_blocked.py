@@ -38,10 +38,10 @@ def brute_force(rows, *, k, offset, M, S, eos_ids=(), bda=False):
     for row in rows:
         L = len(row)
 
-        def tok(p):
+        def tok(p, row=row, L=L):
             return row[p] if p < L else PAD
 
-        def is_end(p):  # the target of source position p ends the row
+        def is_end(p, L=L):  # the target of source position p ends the row
             return p + 1 >= L or tok(p + 1) in eos_ids
 
         holds_end = [any(is_end(src) for _, src, reg in entries if reg == r) for r in range(M)]
@@ -92,7 +92,24 @@ def test_official_worked_example():
     x = list(range(100, 130))
     b = build_blocked_batch([x], k=3, offset=-2, num_regions=3, seq_len=18, mask_id=MASK, pad_id=PAD)
     assert b.input_ids[0].tolist() == [
-        100, 101, MASK, MASK, 102, 103, 104, 105, MASK, MASK, 106, 107, 108, 109, MASK, MASK, 110, 111
+        100,
+        101,
+        MASK,
+        MASK,
+        102,
+        103,
+        104,
+        105,
+        MASK,
+        MASK,
+        106,
+        107,
+        108,
+        109,
+        MASK,
+        MASK,
+        110,
+        111,
     ]
     assert b.position_ids[0].tolist() == lay.source_index.tolist()
     # prediction slot j of a region whose last GT is x_t predicts y_{t+1+j}
@@ -113,8 +130,15 @@ def test_builder_equals_brute_force(k):
         for bda in (False, True):
             eos_ids = (EOS,) if bda else ()  # both end rules, over every offset
             got = build_blocked_batch(
-                rows, k=k, offset=offset, num_regions=M, seq_len=S, mask_id=MASK, pad_id=PAD,
-                eos_ids=eos_ids, bda=bda,
+                rows,
+                k=k,
+                offset=offset,
+                num_regions=M,
+                seq_len=S,
+                mask_id=MASK,
+                pad_id=PAD,
+                eos_ids=eos_ids,
+                bda=bda,
             )
             want = brute_force(rows, k=k, offset=offset, M=M, S=S, eos_ids=eos_ids, bda=bda)
             dense = got.dense_mask()
@@ -152,7 +176,14 @@ def test_end_rule_and_padding():
     for i, r in enumerate(rows):
         t[i, : len(r)] = torch.tensor(r)
     bt = build_blocked_batch(
-        t, lengths=[len(r) for r in rows], k=k, offset=0, num_regions=M, seq_len=S, mask_id=MASK, pad_id=PAD,
+        t,
+        lengths=[len(r) for r in rows],
+        k=k,
+        offset=0,
+        num_regions=M,
+        seq_len=S,
+        mask_id=MASK,
+        pad_id=PAD,
         eos_ids=(EOS,),
     )
     for f in ("input_ids", "targets", "supervised", "valid", "slot_targets"):

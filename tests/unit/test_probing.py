@@ -26,9 +26,7 @@ from mtp_core.papers.p3.draft_trees import (
     top1_candidates,
     tree_nodes,
 )
-from mtp_core.papers.p3.probing import (
-    HitStats,
-    ProbingDecoder,
+from mtp_core.papers.p3.mask_embeddings import (
     ema_update,
     last_n_mask,
     masked_mean,
@@ -36,6 +34,7 @@ from mtp_core.papers.p3.probing import (
     vocab_mean_embedding,
     vocab_rows,
 )
+from mtp_core.papers.p3.probing import HitStats, ProbingDecoder
 
 # ---------------------------------------------------------------- tree builder
 
@@ -125,10 +124,12 @@ def test_dynamic_tree_matches_brute_force(seed):
 
 
 def test_dynamic_tree_adapts_to_confidence():
-    confident = ProbeCandidates(torch.zeros(1, 2, 4, dtype=torch.long), torch.tensor([[[0.9, 0.05, 0.02, 0.01],
-                                                                                        [0.8, 0.1, 0.05, 0.01]]]))
-    unsure = ProbeCandidates(torch.zeros(1, 2, 4, dtype=torch.long), torch.tensor([[[0.3, 0.25, 0.2, 0.15],
-                                                                                    [0.3, 0.2, 0.1, 0.1]]]))
+    confident = ProbeCandidates(
+        torch.zeros(1, 2, 4, dtype=torch.long), torch.tensor([[[0.9, 0.05, 0.02, 0.01], [0.8, 0.1, 0.05, 0.01]]])
+    )
+    unsure = ProbeCandidates(
+        torch.zeros(1, 2, 4, dtype=torch.long), torch.tensor([[[0.3, 0.25, 0.2, 0.15], [0.3, 0.2, 0.1, 0.1]]])
+    )
     assert dynamic_counts(confident.slot_values(), 4) == (2, 2)  # deeper when confident
     assert dynamic_counts(unsure.slot_values(), 4) == (4,)  # wider when unsure
 
@@ -247,7 +248,29 @@ def test_no_extra_forward_and_prefill_masks(tiny_llama):
 
 def random_prompts(tok, n: int, seed: int) -> list[list[int]]:
     rng = random.Random(seed)
-    words = "the cat sat on a mat while seven dogs ran past quickly and x y z 12 + 7 = ----".split()
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "a",
+        "mat",
+        "while",
+        "seven",
+        "dogs",
+        "ran",
+        "past",
+        "quickly",
+        "and",
+        "x",
+        "y",
+        "z",
+        "12",
+        "+",
+        "7",
+        "=",
+        "----",
+    ]
     return [tok(" ".join(rng.choices(words, k=rng.randint(1, 12)))).input_ids for _ in range(n)]
 
 
@@ -286,7 +309,7 @@ def test_lossless_every_strategy_and_tree(tiny_loaded, batch):
     expect = [g.tokens for g in greedy.generate(prompts, 20, stop)]
     accepted_any = False
     for i, mode in enumerate(MODES):
-        for strat in (STRATS if batch == 3 else STRATS[i % len(STRATS) :][:1]):
+        for strat in STRATS if batch == 3 else STRATS[i % len(STRATS) :][:1]:
             dec = Recorder(model, tok, **strat, **mode)
             out = dec.generate_all(prompts, 20, stop, batch_size=batch)
             assert [g.tokens for g in out] == expect, (strat, mode)
@@ -306,7 +329,13 @@ def test_registered_and_validated(tiny_llama):
     assert decoders()["probing"] is ProbingDecoder and ProbingDecoder.lossless
     d = build_decoder("probing", model, tok)
     assert (d.strategy, d.m, d.bc, d.expansion, d.max_nodes, d.topk, d.prune) == (
-        "prompt_mean", 1, 30, "dynamic", 14, 14, True
+        "prompt_mean",
+        1,
+        30,
+        "dynamic",
+        14,
+        14,
+        True,
     )
     assert build_decoder("probing", model, tok, masks_per_step=2, bc=30, expansion="top1").branching == (5, 4)
     assert build_decoder("probing", model, tok, masks_per_step=2, bc=30, expansion="fixed").branching == (3, 2)
@@ -368,8 +397,15 @@ def test_guard_falls_back_to_greedy_losslessly(tiny_llama):
     prompts = random_prompts(tok, 2, seed=11)
     expect = [g.tokens for g in build_decoder("greedy", model, tok).generate(prompts, 24, StopCriteria())]
     dec = build_decoder(
-        "probing", model, tok, strategy="vocab_mean", adaptive=True, min_obs=3, probe_every=5,
-        cost_table={1: 1.0, 4: 50.0, 64: 60.0}, online_cost=False,  # tiny models' real costs are flat
+        "probing",
+        model,
+        tok,
+        strategy="vocab_mean",
+        adaptive=True,
+        min_obs=3,
+        probe_every=5,
+        cost_table={1: 1.0, 4: 50.0, 64: 60.0},
+        online_cost=False,  # tiny models' real costs are flat
     )
     out = dec.generate_all(prompts, 24, StopCriteria())
     assert [g.tokens for g in out] == expect

@@ -3,7 +3,6 @@ transformers' own prompt-lookup `generate`, batches, and acceptance on a repetit
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 

@@ -13,16 +13,23 @@ import pandas as pd
 import pytest
 import torch
 
+from mtp_core.config import ConfigError
 from mtp_core.papers.p1 import PAPER
 from mtp_core.papers.p1 import plan as p1_plan
-from mtp_core.config import ConfigError
-from mtp_core.validation import load_config
-from mtp_core.report import TABLES, FIGURES, load_results, write_table
 from mtp_core.papers.p1.report import (
-    BASELINE_LABEL, classify, confidence_figure, dynamics_figure, is_percent, p1_frame, p1_table, pareto_figure,
+    BASELINE_LABEL,
+    classify,
+    confidence_figure,
+    dynamics_figure,
+    is_percent,
+    p1_frame,
+    p1_table,
+    pareto_figure,
     setting_label,
 )
+from mtp_core.report import load_results, write_table
 from mtp_core.results import make_result, write_result
+from mtp_core.validation import load_config
 
 from ..conftest import REPO
 
@@ -31,33 +38,90 @@ ACC = "exact_match,flexible-extract"
 TAUS = (0.99, 0.9, 0.6)
 
 
-def result(tmp: Path, run: str, task: str, decoder: str, params: dict, *, value: float, stderr: float = 0.01,
-           ek: float = 1.0, ek_std: float | None = 0.0, model: str = "m", chat: bool = True,
-           metric: str = ACC, n: int = 10) -> str:
+def result(
+    tmp: Path,
+    run: str,
+    task: str,
+    decoder: str,
+    params: dict,
+    *,
+    value: float,
+    stderr: float = 0.01,
+    ek: float = 1.0,
+    ek_std: float | None = 0.0,
+    model: str = "m",
+    chat: bool = True,
+    metric: str = ACC,
+    n: int = 10,
+) -> str:
     label = decoder + "".join(f"-{k}{v}" for k, v in params.items())
     path = tmp / run / task / f"{label}.json"
-    write_result(str(path), make_result(
-        kind="eval", paper="p1", run=run, model=model, task=task,
-        decoder={"name": decoder, "lossless": decoder == "greedy", "params": params}, n=n,
-        decode_stats={"tokens_per_forward": {"mean": ek, "std": ek_std}, "effective_k": {"mean": ek, "std": ek_std},
-                      "new_tokens": {"mean": 30.0, "std": 2.0, "total": 300}, "forward_passes": 100,
-                      "tokens_per_s": 10.0, "wall_s": 30.0},
-        settings={"apply_chat_template": chat, "limit": n}, scale="tiny", config_hash="0" * 12,
-        metrics={metric: {"value": value, "stderr": stderr}, "exact_match,strict-match": {"value": 0.0, "stderr": 0.0}}))
+    write_result(
+        str(path),
+        make_result(
+            kind="eval",
+            paper="p1",
+            run=run,
+            model=model,
+            task=task,
+            decoder={"name": decoder, "lossless": decoder == "greedy", "params": params},
+            n=n,
+            decode_stats={
+                "tokens_per_forward": {"mean": ek, "std": ek_std},
+                "effective_k": {"mean": ek, "std": ek_std},
+                "new_tokens": {"mean": 30.0, "std": 2.0, "total": 300},
+                "forward_passes": 100,
+                "tokens_per_s": 10.0,
+                "wall_s": 30.0,
+            },
+            settings={"apply_chat_template": chat, "limit": n},
+            scale="tiny",
+            config_hash="0" * 12,
+            metrics={
+                metric: {"value": value, "stderr": stderr},
+                "exact_match,strict-match": {"value": 0.0, "stderr": 0.0},
+            },
+        ),
+    )
     return str(path)
 
 
-def sweep_results(tmp: Path, run: str, task: str, *, model: str = "m", shuffle: int | None = 0, acc0: float = 0.66,
-                  metric: str = ACC, chat: bool = True) -> list[str]:
+def sweep_results(
+    tmp: Path,
+    run: str,
+    task: str,
+    *,
+    model: str = "m",
+    shuffle: int | None = 0,
+    acc0: float = 0.66,
+    metric: str = ACC,
+    chat: bool = True,
+) -> list[str]:
     """Static k=1..5 and ConfAdapt over TAUS for `run`, plus the step-0 baseline of `model`, in shuffled order."""
     specs = [("static-k", {"k": k}, acc0 - 0.05 * (k - 1), float(k), 0.0) for k in range(1, 6)]
     specs += [("conf-adapt", {"tau": t, "k_max": 16}, acc0 - 0.1 * (1 - t), 1.0 + 3 * (1 - t), 1.1) for t in TAUS]
     if shuffle is not None:
         random.Random(shuffle).shuffle(specs)
-    paths = [result(tmp, run, task, d, p, value=v, ek=ek, ek_std=s, model=model, metric=metric, chat=chat)
-             for d, p, v, ek, s in specs]
-    paths.append(result(tmp, f"{model}@step0", task, "greedy", {}, value=0.695, stderr=0.013, ek=1.0, ek_std=0.0,
-                        model=model, metric=metric, chat=chat))
+    paths = [
+        result(tmp, run, task, d, p, value=v, ek=ek, ek_std=s, model=model, metric=metric, chat=chat)
+        for d, p, v, ek, s in specs
+    ]
+    paths.append(
+        result(
+            tmp,
+            f"{model}@step0",
+            task,
+            "greedy",
+            {},
+            value=0.695,
+            stderr=0.013,
+            ek=1.0,
+            ek_std=0.0,
+            model=model,
+            metric=metric,
+            chat=chat,
+        )
+    )
     return paths
 
 
@@ -76,8 +140,16 @@ def test_table_rows_follow_the_paper(tmp_path):
     frame = load_results(sweep_results(tmp_path, "main", "gsm8k_cot"))
     table = p1_table(frame, runs=["main"], tasks=["gsm8k_cot"], titles={"main": "L3.1-8B-Magpie"})
     assert table.data["setting"].tolist() == [
-        BASELINE_LABEL, "Static k=1", "Static k=2", "Static k=3", "Static k=4", "Static k=5",
-        "ConfAdapt (τ = 0.99)", "ConfAdapt (τ = 0.9)", "ConfAdapt (τ = 0.6)"]
+        BASELINE_LABEL,
+        "Static k=1",
+        "Static k=2",
+        "Static k=3",
+        "Static k=4",
+        "Static k=5",
+        "ConfAdapt (τ = 0.99)",
+        "ConfAdapt (τ = 0.9)",
+        "ConfAdapt (τ = 0.6)",
+    ]
     assert table.data["kind"].tolist() == ["baseline"] + ["static"] * 5 + ["conf"] * 3
     assert table.data["block"].iloc[0] == "L3.1-8B-Magpie (m) · Chat Template: On"
 
@@ -106,8 +178,7 @@ def test_table_values_in_percent_with_stderr_and_effective_k(tmp_path):
 def test_two_blocks_each_with_its_model_baseline_and_scores_shown_raw(tmp_path):
     paths = sweep_results(tmp_path, "main", "cnn", model="llama", metric="rougeL,none")
     paths += sweep_results(tmp_path, "qwen_main", "cnn", model="qwen", acc0=0.25, metric="rougeL,none", chat=False)
-    table = p1_table(load_results(paths), runs=["qwen_main", "main"], tasks=["cnn"],
-                     metrics={"cnn": "rougeL,none"})
+    table = p1_table(load_results(paths), runs=["qwen_main", "main"], tasks=["cnn"], metrics={"cnn": "rougeL,none"})
     d = table.data
     assert d["run"].tolist() == ["qwen_main"] * 9 + ["main"] * 9
     assert d["block"].iloc[0] == "qwen_main (qwen) · Chat Template: Off"
@@ -152,16 +223,27 @@ def test_pareto_and_dynamics_figures(tmp_path):
     paths = sweep_results(tmp_path, "main", "gsm8k_cot")
     for step in (0, 50):
         for k in (1, 3):
-            paths.append(result(tmp_path, f"main@step{step}", "gsm8k_cot", "static-k", {"k": k},
-                                value=0.3 + step / 200, ek=float(k)))
-        paths.append(result(tmp_path, f"main@step{step}", "gsm8k_cot", "conf-adapt", {"tau": 0.9, "k_max": 16},
-                            value=0.3, ek=1.0 + step / 50))
+            paths.append(
+                result(
+                    tmp_path, f"main@step{step}", "gsm8k_cot", "static-k", {"k": k}, value=0.3 + step / 200, ek=float(k)
+                )
+            )
+        paths.append(
+            result(
+                tmp_path,
+                f"main@step{step}",
+                "gsm8k_cot",
+                "conf-adapt",
+                {"tau": 0.9, "k_max": 16},
+                value=0.3,
+                ek=1.0 + step / 50,
+            )
+        )
     frame = load_results(paths)
     long = p1_frame(frame)
     assert sorted(long["step"].dropna().unique()) == [0, 50]
     pareto_figure(frame, tmp_path / "f5.png", tmp_path / "f5.pdf", runs=["main"], task="gsm8k_cot")
-    fig = dynamics_figure(frame, tmp_path / "f7.png", tmp_path / "f7.pdf", run="main", task="gsm8k_cot",
-                          final_step=100)
+    fig = dynamics_figure(frame, tmp_path / "f7.png", tmp_path / "f7.pdf", run="main", task="gsm8k_cot", final_step=100)
     for name in ("f5", "f7"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
         assert (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
@@ -171,9 +253,18 @@ def test_pareto_and_dynamics_figures(tmp_path):
 
 
 def test_confidence_figure(tmp_path):
-    frame = pd.DataFrame({"row": range(40), "region": 0, "k": 4, "offset": 0,
-                          "confidence": [i / 40 for i in range(40)], "confidence_min": 0.1,
-                          "teacher_loss": [2 - i / 20 for i in range(40)], "accepted_len": 1.0})
+    frame = pd.DataFrame(
+        {
+            "row": range(40),
+            "region": 0,
+            "k": 4,
+            "offset": 0,
+            "confidence": [i / 40 for i in range(40)],
+            "confidence_min": 0.1,
+            "teacher_loss": [2 - i / 20 for i in range(40)],
+            "accepted_len": 1.0,
+        }
+    )
     fig = confidence_figure(frame, tmp_path / "f6.png", tmp_path / "f6.pdf", bins=5)
     assert (tmp_path / "f6.png").read_bytes()[:8] == PNG_MAGIC
     assert "Pearson r=-1.00" in fig.axes[0].get_title()
@@ -201,8 +292,9 @@ def test_confidence_analysis_on_a_tiny_model(tiny_llama):
     assert (frame["accepted_len"] >= 1).all()
     # with k = 1 the rollout is that one token: confidence = P(argmax) = exp(-teacher loss) exactly
     one = confidence_vs_teacher_loss(model, teacher, tokens, lengths, k=1, **kw)
-    assert torch.allclose(torch.tensor(one["confidence"].to_numpy()),
-                          torch.tensor((-one["teacher_loss"]).to_numpy()).exp(), atol=1e-5)
+    assert torch.allclose(
+        torch.tensor(one["confidence"].to_numpy()), torch.tensor((-one["teacher_loss"]).to_numpy()).exp(), atol=1e-5
+    )
     assert (one["accepted_len"] == 1).all()
     b = binned(frame, 4)
     assert b["n"].sum() == len(frame) and len(b) == 4
@@ -236,15 +328,28 @@ def test_plan_runs_merge_shared_settings(tiny_config):
 
 def test_plan_sweep_labels_and_jobs(tiny_config):
     assert list(p1_plan.sweep(tiny_config)) == [
-        "static-k1", "static-k2", "static-k3", "static-k4", "static-k5", "conf-adapt-tau0.9", "conf-adapt-tau0.5"]
+        "static-k1",
+        "static-k2",
+        "static-k3",
+        "static-k4",
+        "static-k5",
+        "conf-adapt-tau0.9",
+        "conf-adapt-tau0.5",
+    ]
     assert p1_plan.sweep(tiny_config)["conf-adapt-tau0.5"] == {"decoder": "conf-adapt", "tau": 0.5, "k_max": 4}
     assert list(p1_plan.sweep(tiny_config, checkpoint=True)) == ["static-k1", "static-k3", "conf-adapt-tau0.9"]
     jobs = p1_plan.table_jobs(tiny_config, "table4")
     assert [(j.label, j.kind) for j in jobs] == [
-        ("tiny-qwen3-math@step0", "baseline"), ("main", "final"), ("gt_supervision", "final"), ("bda", "final")]
+        ("tiny-qwen3-math@step0", "baseline"),
+        ("main", "final"),
+        ("gt_supervision", "final"),
+        ("bda", "final"),
+    ]
     dyn = p1_plan.figure_jobs(tiny_config, "fig7")
     assert [(j.label, j.kind, j.run) for j in dyn] == [("main", "final", "main"), ("main@step0", "checkpoint", "main")]
-    assert p1_plan.job_results(tiny_config, dyn[1])[0] == "results/decode/p1/main@step0/synthetic_math_cot/static-k1.json"
+    assert (
+        p1_plan.job_results(tiny_config, dyn[1])[0] == "results/decode/p1/main@step0/synthetic_math_cot/static-k1.json"
+    )
     assert p1_plan.parse_label("main@step40") == ("main", 40) and p1_plan.parse_label("main") == ("main", None)
     inherited = {k: tiny_config["evaluation"][k] for k in p1_plan.EVAL_KEYS}
     assert p1_plan.eval_settings(tiny_config, "synthetic_math_cot") == inherited  # tiny p1 sets none: reuse
@@ -254,15 +359,18 @@ def test_plan_sweep_labels_and_jobs(tiny_config):
     assert p1_plan.eval_settings(cfg, "synthetic_math_cot") == {**inherited, "limit": 3, "max_gen_toks": 6}
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda p: p["tables"]["table4"]["runs"].append("nope"), "papers.p1.tables.table4.runs\\[3\\]: run 'nope'"),
-    (lambda p: p["runs"].update({"tiny-qwen3": {}}), "may not be named like a model"),
-    (lambda p: p["runs"]["bda"].update({"method": {"bda": True, "k_maxx": 3}}), "runs.bda.method.*k_maxx"),
-    (lambda p: p["runs"]["main"].update({"dataset": "pretrain"}), "paper 1 trains on"),
-    (lambda p: p["checkpoints"].update({"steps": [0, 99]}), "exceed train.max_steps"),
-    (lambda p: p["checkpoints"].update({"static_k": [7]}), "static-k7 are not in the decoding sweep"),
-    (lambda p: p["figures"]["fig6"].update({"run": "nope"}), "figures.fig6.run: run 'nope'"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda p: p["tables"]["table4"]["runs"].append("nope"), "papers.p1.tables.table4.runs\\[3\\]: run 'nope'"),
+        (lambda p: p["runs"].update({"tiny-qwen3": {}}), "may not be named like a model"),
+        (lambda p: p["runs"]["bda"].update({"method": {"bda": True, "k_maxx": 3}}), "runs.bda.method.*k_maxx"),
+        (lambda p: p["runs"]["main"].update({"dataset": "pretrain"}), "paper 1 trains on"),
+        (lambda p: p["checkpoints"].update({"steps": [0, 99]}), "exceed train.max_steps"),
+        (lambda p: p["checkpoints"].update({"static_k": [7]}), "static-k7 are not in the decoding sweep"),
+        (lambda p: p["figures"]["fig6"].update({"run": "nope"}), "figures.fig6.run: run 'nope'"),
+    ],
+)
 def test_plan_check_names_the_bad_key(tiny_config, edit, message):
     cfg = copy.deepcopy(tiny_config)
     edit(cfg["papers"]["p1"])
@@ -283,11 +391,32 @@ def test_every_scale_enables_paper_1_with_a_valid_plan(config):
 def test_paper_scale_declares_the_papers_runs_and_tasks():
     cfg = load_config(REPO / "config/paper.yaml")
     p1 = cfg["papers"]["p1"]
-    assert set(p1["runs"]) >= {"main", "gt_supervision", "bda", "soft_teacher", "static_k16", "prefix_loss",
-                               "magpie_data"}
+    assert set(p1["runs"]) >= {
+        "main",
+        "gt_supervision",
+        "bda",
+        "soft_teacher",
+        "static_k16",
+        "prefix_loss",
+        "magpie_data",
+    }
     assert p1["tables"]["table1"]["tasks"] == ["gsm8k_cot", "aime25", "gpqa_main_cot_n_shot"]
-    assert p1["decoding"]["conf_adapt"]["taus"] == [0.995, 0.99, 0.98, 0.97, 0.96, 0.95, 0.9, 0.87, 0.85, 0.8,
-                                                    0.75, 0.7, 0.65, 0.6]
+    assert p1["decoding"]["conf_adapt"]["taus"] == [
+        0.995,
+        0.99,
+        0.98,
+        0.97,
+        0.96,
+        0.95,
+        0.9,
+        0.87,
+        0.85,
+        0.8,
+        0.75,
+        0.7,
+        0.65,
+        0.6,
+    ]
     magpie = p1_plan.run_plan(cfg, "magpie_data")
     assert cfg["datasets"][magpie.dataset]["kind"] == "sharegpt" and magpie.method["seq_len"] == 1024
     assert p1_plan.run_plan(cfg, "static_k16").method["random_k"] is False
@@ -300,17 +429,30 @@ def test_first_turn_rows():
     from mtp_core.data.conversations import check_turns, first_turn_rows
 
     items = [
-        {"conversations": [{"from": "human", "value": " Hi? "}, {"from": "gpt", "value": "Hello."},
-                           {"from": "human", "value": "more"}]},
-        {"conversations": [{"from": "system", "value": "be nice"}, {"from": "user", "value": "Q"},
-                           {"from": "assistant", "value": "A"}]},
+        {
+            "conversations": [
+                {"from": "human", "value": " Hi? "},
+                {"from": "gpt", "value": "Hello."},
+                {"from": "human", "value": "more"},
+            ]
+        },
+        {
+            "conversations": [
+                {"from": "system", "value": "be nice"},
+                {"from": "user", "value": "Q"},
+                {"from": "assistant", "value": "A"},
+            ]
+        },
         {"conversations": [{"from": "gpt", "value": "monologue"}]},
         {"conversations": [{"from": "human", "value": "unanswered"}]},
         {"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}]},
     ]
     rows, counts = first_turn_rows(items)
-    assert rows == [{"query": "Hi?", "response": "Hello."}, {"query": "Q", "response": "A"},
-                    {"query": "x", "response": "y"}]
+    assert rows == [
+        {"query": "Hi?", "response": "Hello."},
+        {"query": "Q", "response": "A"},
+        {"query": "x", "response": "y"},
+    ]
     assert counts == {"conversations": 5, "used": 3, "no_user_turn": 1, "no_answer": 1}
     assert first_turn_rows(items, max_rows=1)[0] == [{"query": "Hi?", "response": "Hello."}]
     with pytest.raises(ValueError, match="turn 0: field 'value'"):
@@ -323,8 +465,18 @@ def test_read_conversations_from_local_jsonl(tmp_path):
     from mtp_core.data.conversations import first_turn_rows, read_conversations
 
     path = tmp_path / "magpie.jsonl"
-    path.write_text("\n".join(json.dumps({"uuid": str(i), "conversations": [
-        {"from": "human", "value": f"q{i}"}, {"from": "gpt", "value": f"a{i}"}]}) for i in range(3)) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "uuid": str(i),
+                    "conversations": [{"from": "human", "value": f"q{i}"}, {"from": "gpt", "value": f"a{i}"}],
+                }
+            )
+            for i in range(3)
+        )
+        + "\n"
+    )
     rows, _ = first_turn_rows(read_conversations({"kind": "sharegpt", "path": [str(path), str(path)]}))
     assert [r["query"] for r in rows] == ["q0", "q1", "q2", "q0", "q1", "q2"]
     assert not math.isnan(len(rows))

@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from mtp_core.config import ConfigError
 from mtp_core.data.prompts import first_per_category
 from mtp_core.papers.p3 import plan as p3_plan
-from mtp_core.config import ConfigError
-from mtp_core.validation import load_config, validate_config
-from mtp_core.report import load_results, write_table
 from mtp_core.papers.p3.report import REFERENCE_TITLE, alignment_figure, category_figure, p3_table
+from mtp_core.report import load_results, write_table
 from mtp_core.results import make_result, write_result
+from mtp_core.validation import load_config, validate_config
 
 from ..conftest import REPO
 
@@ -24,14 +24,33 @@ CATS = ("coding", "writing")
 
 
 def decode_result(path: Path, decoder: str, params: dict, tau: float, tps: float, identical: float) -> str:
-    stats = {"tokens_per_forward": {"mean": tau, "std": 0.1}, "effective_k": {"mean": tau, "std": 0.1},
-             "new_tokens": {"mean": 10.0, "std": 0.0, "total": 40}, "forward_passes": int(40 / tau),
-             "tokens_per_s": tps, "wall_s": 40 / tps, "identical_fraction": identical}
+    stats = {
+        "tokens_per_forward": {"mean": tau, "std": 0.1},
+        "effective_k": {"mean": tau, "std": 0.1},
+        "new_tokens": {"mean": 10.0, "std": 0.0, "total": 40},
+        "forward_passes": int(40 / tau),
+        "tokens_per_s": tps,
+        "wall_s": 40 / tps,
+        "identical_fraction": identical,
+    }
     per_cat = {c: {**stats, "tokens_per_forward": {"mean": tau + 0.1 * i, "std": 0.0}} for i, c in enumerate(CATS)}
-    write_result(str(path), make_result(
-        kind="decode", paper="p3", run="m", model="m", task="specbench",
-        decoder={"name": decoder, "lossless": True, "params": params}, n=4, decode_stats=stats,
-        per_category=per_cat, settings={}, scale="tiny", config_hash="0" * 12))
+    write_result(
+        str(path),
+        make_result(
+            kind="decode",
+            paper="p3",
+            run="m",
+            model="m",
+            task="specbench",
+            decoder={"name": decoder, "lossless": True, "params": params},
+            n=4,
+            decode_stats=stats,
+            per_category=per_cat,
+            settings={},
+            scale="tiny",
+            config_hash="0" * 12,
+        ),
+    )
     return str(path)
 
 
@@ -63,8 +82,12 @@ def test_plan_jobs_settings_and_files(tiny_cfg):
     assert dec["probing-bc60"] == {"decoder": "probing", "strategy": "prompt_mean", "bc": 60, "masks_per_step": 2}
     assert dec["probing-bc30"]["bc"] == 30 and "masks_per_step" not in dec["probing-bc30"]
     assert p3_plan.setting_params(tiny_cfg, "pld", 30) == {"decoder": "prompt-lookup", "num_draft": 29}
-    assert p3_plan.job_settings(tiny_cfg, "probing") == ["probing-greedy", "probing-bc10", "probing-bc30",
-                                                          "probing-bc60"]
+    assert p3_plan.job_settings(tiny_cfg, "probing") == [
+        "probing-greedy",
+        "probing-bc10",
+        "probing-bc30",
+        "probing-bc60",
+    ]
     files = p3_plan.experiment_results(tiny_cfg, "pruning")
     assert "results/decode/p3/tiny-llama/prompts-specbench/probing_noprune-bc30.json" in files
     assert "results/decode/p3/tiny-llama/prompts-specbench/probing_noprune-greedy.json" in files
@@ -78,13 +101,19 @@ def test_first_per_category():
     assert len(first_per_category(rows, None)) == 7
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda s: s["tables"]["table1"]["methods"].append("nope"), "papers.p3.tables.table1.methods[4]: method 'nope'"),
-    (lambda s: s["methods"]["pld"].update(decoder="medusa"), "papers.p3.methods.pld.decoder: unknown decoder"),
-    (lambda s: s["figures"]["fig4"].update(model="other"), "papers.p3.figures.fig4.model: model 'other'"),
-    (lambda s: s.update(prompt_set="nope"), "papers.p3.prompt_set: prompt set 'nope'"),
-    (lambda s: s["figures"]["fig2"].update(probing={"strategy": "x"}), "papers.p3.figures.fig2.probing.strategy"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda s: s["tables"]["table1"]["methods"].append("nope"),
+            "papers.p3.tables.table1.methods[4]: method 'nope'",
+        ),
+        (lambda s: s["methods"]["pld"].update(decoder="medusa"), "papers.p3.methods.pld.decoder: unknown decoder"),
+        (lambda s: s["figures"]["fig4"].update(model="other"), "papers.p3.figures.fig4.model: model 'other'"),
+        (lambda s: s.update(prompt_set="nope"), "papers.p3.prompt_set: prompt set 'nope'"),
+        (lambda s: s["figures"]["fig2"].update(probing={"strategy": "x"}), "papers.p3.figures.fig2.probing.strategy"),
+    ],
+)
 def test_check_names_the_bad_key(tiny_cfg, edit, message):
     cfg = copy.deepcopy(tiny_cfg)
     edit(cfg["papers"]["p3"])
@@ -103,8 +132,9 @@ def test_schema_catches_typos_and_fills_defaults(tiny_cfg):
 
 def test_table1_layout(tiny_cfg, tmp_path):
     settings = write_experiment(tiny_cfg, "table1", tmp_path)
-    table = p3_table("table1", load_results(list(dict.fromkeys(
-        p for s in settings for p in (s["path"], s["reference"])))), settings)
+    table = p3_table(
+        "table1", load_results(list(dict.fromkeys(p for s in settings for p in (s["path"], s["reference"])))), settings
+    )
     d = table.data
     assert d["title"].tolist() == [REFERENCE_TITLE, "PLD", "LADE", "STAND", "Ours"]
     tau = "BC30 τ (tokens/forward, incl. bonus)"
@@ -133,7 +163,14 @@ def test_category_and_alignment_figures(tiny_cfg, tmp_path):
     long = category_figure(frame, settings, tmp_path / "f4.png", tmp_path / "f4.pdf")
     assert (tmp_path / "f4.png").read_bytes()[:8] == PNG_MAGIC and (tmp_path / "f4.pdf").read_bytes()[:4] == b"%PDF"
     assert sorted(set(long["category"])) == sorted(CATS) and len(long) == len(settings) * len(CATS)
-    curves = pd.DataFrame({"layer": [0, 1, 0, 1], "outcome": ["accepted"] * 2 + ["rejected"] * 2,
-                           "mean": [0.1, 0.8, 0.1, 0.3], "std": [0.1, 0.1, None, 0.2], "n": [2, 2, 5, 5]})
+    curves = pd.DataFrame(
+        {
+            "layer": [0, 1, 0, 1],
+            "outcome": ["accepted"] * 2 + ["rejected"] * 2,
+            "mean": [0.1, 0.8, 0.1, 0.3],
+            "std": [0.1, 0.1, None, 0.2],
+            "n": [2, 2, 5, 5],
+        }
+    )
     alignment_figure(curves, tmp_path / "f2.png", tmp_path / "f2.pdf")
     assert (tmp_path / "f2.png").read_bytes()[:8] == PNG_MAGIC

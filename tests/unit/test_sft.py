@@ -13,19 +13,21 @@ import torch.nn.functional as F
 
 from mtp_core import model_plan
 from mtp_core.config import ConfigError
-from mtp_core.validation import load_config
+from mtp_core.data.rows import render_example, render_prompt
 from mtp_core.models import tiny_model, tiny_tokenizer
 from mtp_core.train import MicroBatchSpec, TrainConfig, train
 from mtp_core.train.launch import launch
-from mtp_core.data.rows import render_example, render_prompt
 from mtp_core.train.sft import IGNORE, SFTBatches, SFTConfig, SFTStep, encode_rows, sft_loss
+from mtp_core.validation import load_config
 
 from ..conftest import REPO, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ROWS = [{"query": f"What is {a} + {b}?", "response": f"{a} + {b} = {a + b}.\nThe answer is: {a + b}"}
-        for a, b in [(1, 2), (13, 4), (5, 26), (7, 8), (30, 1), (2, 2)]]
+ROWS = [
+    {"query": f"What is {a} + {b}?", "response": f"{a} + {b} = {a + b}.\nThe answer is: {a + b}"}
+    for a, b in [(1, 2), (13, 4), (5, 26), (7, 8), (30, 1), (2, 2)]
+]
 
 
 @pytest.mark.parametrize("template", ["chat", "plain"])
@@ -41,8 +43,8 @@ def test_labels_are_the_response_tokens(template):
     batch = SFTBatches(examples, tok.pad_token_id, SFTConfig(shuffle=False)).micro_batch(MicroBatchSpec(0, 0, 0, 3))
     for r, (ids, start) in enumerate(examples[:3]):
         labels = batch["labels"][r]
-        assert (labels[:start] == IGNORE).all() and labels[start:len(ids)].tolist() == ids[start:]
-        assert (labels[len(ids):] == IGNORE).all() and batch["attention_mask"][r].sum() == len(ids)
+        assert (labels[:start] == IGNORE).all() and labels[start : len(ids)].tolist() == ids[start:]
+        assert (labels[len(ids) :] == IGNORE).all() and batch["attention_mask"][r].sum() == len(ids)
     every = encode_rows(ROWS, tok, SFTConfig(loss_on="all", max_tokens=10), template)
     assert all(start == 1 and len(ids) <= 10 for ids, start in every)
 
@@ -63,7 +65,8 @@ def test_loss_equals_hand_computed_cross_entropy():
     torch.manual_seed(0)
     model, tok = tiny_model(tiny_spec("llama")), tiny_tokenizer()
     batch = SFTBatches(encode_rows(ROWS, tok, SFTConfig(), "chat"), tok.pad_token_id, SFTConfig()).micro_batch(
-        MicroBatchSpec(0, 0, 0, 4))
+        MicroBatchSpec(0, 0, 0, 4)
+    )
     loss, n = sft_loss(model, batch)
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
     targets = batch["labels"][:, 1:]
@@ -75,8 +78,15 @@ def test_loss_equals_hand_computed_cross_entropy():
 def test_training_lowers_the_response_loss_and_resumes_exactly(tmp_path):
     tok = tiny_tokenizer()
     batches = SFTBatches(encode_rows(ROWS, tok, SFTConfig(), "chat"), tok.pad_token_id, SFTConfig(seed=3))
-    cfg = {"max_steps": 6, "global_batch_size": 4, "micro_batch_size": 2, "lr": 3e-3, "warmup_steps": 1,
-           "checkpoint_every": 1, "progress": False}
+    cfg = {
+        "max_steps": 6,
+        "global_batch_size": 4,
+        "micro_batch_size": 2,
+        "lr": 3e-3,
+        "warmup_steps": 1,
+        "checkpoint_every": 1,
+        "progress": False,
+    }
     model = tiny_model(tiny_spec("llama"))
     probe = batches.micro_batch(MicroBatchSpec(0, 0, 0, 6))
     with torch.no_grad():
@@ -103,9 +113,21 @@ def test_sft_method_through_the_launcher(tmp_path):
     base = prepare_base_model(spec, tmp_path / "base")
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    settings = {"model": spec, "base_dir": str(base), "data": str(data), "sft": {"max_tokens": 64},
-                "train": {"max_steps": 2, "global_batch_size": 2, "micro_batch_size": 1, "warmup_steps": 1,
-                          "lr": 1e-3, "checkpoint_every": 1, "progress": False}}
+    settings = {
+        "model": spec,
+        "base_dir": str(base),
+        "data": str(data),
+        "sft": {"max_tokens": 64},
+        "train": {
+            "max_steps": 2,
+            "global_batch_size": 2,
+            "micro_batch_size": 1,
+            "warmup_steps": 1,
+            "lr": 1e-3,
+            "checkpoint_every": 1,
+            "progress": False,
+        },
+    }
     res = launch(tmp_path / "ft" / "train.json", "sft", settings, {"cluster": "debug", "threads": 1})
     assert res["steps"] == 2
     model = AutoModelForCausalLM.from_pretrained(res["final_dir"])
@@ -145,7 +167,10 @@ def test_retraining_a_finetuned_base_changes_the_stamp_of_what_trains_from_it():
     from mtp_core.papers.p1 import plan as p1_plan
 
     config = load_config(REPO / "config" / "tiny.yaml")
-    config["models"]["tiny-qwen3-math2"] = {**copy.deepcopy(config["models"]["tiny-qwen3-math"]), "base": "tiny-qwen3-math"}
+    config["models"]["tiny-qwen3-math2"] = {
+        **copy.deepcopy(config["models"]["tiny-qwen3-math"]),
+        "base": "tiny-qwen3-math",
+    }
     run0, sft0 = p1_plan.run_settings(config, "main"), model_plan.finetune_settings(config, "tiny-qwen3-math2")
     assert run0["base_stamp"] == sft0["base_stamp"] == model_plan.base_stamp(config, "tiny-qwen3-math")
     config["threads"] = 7
@@ -155,15 +180,28 @@ def test_retraining_a_finetuned_base_changes_the_stamp_of_what_trains_from_it():
     assert model_plan.finetune_settings(config, "tiny-qwen3-math2")["base_stamp"] != sft0["base_stamp"]
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda m: m["tiny-qwen3-math"].update(base="nope"), "models.tiny-qwen3-math.base: model 'nope' is not declared"),
-    (lambda m: m.update({"a": {**copy.deepcopy(m["tiny-qwen3-math"]), "base": "b"},
-                         "b": {**copy.deepcopy(m["tiny-qwen3-math"]), "base": "a"}}), "a cycle of fine-tuned models"),
-    (lambda m: m["tiny-qwen3-math"].update(dataset="pretrain"), "models.tiny-qwen3-math.dataset"),
-    (lambda m: m["tiny-qwen3-math"].update(chat_template=True), "models.tiny-qwen3-math.chat_template"),
-    (lambda m: m["tiny-qwen3-math"]["train"].update(micro_batch_size=3), "models.tiny-qwen3-math.train"),
-    (lambda m: m["tiny-qwen3-math"]["train"].pop("warmup_steps"), "warmup_steps 2000 >= max_steps 2"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda m: m["tiny-qwen3-math"].update(base="nope"),
+            "models.tiny-qwen3-math.base: model 'nope' is not declared",
+        ),
+        (
+            lambda m: m.update(
+                {
+                    "a": {**copy.deepcopy(m["tiny-qwen3-math"]), "base": "b"},
+                    "b": {**copy.deepcopy(m["tiny-qwen3-math"]), "base": "a"},
+                }
+            ),
+            "a cycle of fine-tuned models",
+        ),
+        (lambda m: m["tiny-qwen3-math"].update(dataset="pretrain"), "models.tiny-qwen3-math.dataset"),
+        (lambda m: m["tiny-qwen3-math"].update(chat_template=True), "models.tiny-qwen3-math.chat_template"),
+        (lambda m: m["tiny-qwen3-math"]["train"].update(micro_batch_size=3), "models.tiny-qwen3-math.train"),
+        (lambda m: m["tiny-qwen3-math"]["train"].pop("warmup_steps"), "warmup_steps 2000 >= max_steps 2"),
+    ],
+)
 def test_bad_finetuned_models_are_rejected(tmp_path, edit, message):
     with pytest.raises(ConfigError, match=message):
         load_config(_tiny_config(tmp_path, edit))

@@ -118,8 +118,12 @@ def test_registered_and_validated(tiny_llama):
     assert decoders()["stand"] is StandDecoder and StandDecoder.lossless
     d = build_decoder("stand", model, tok)
     assert (d.bc, d.branch, d.max_depth, d.order, d.memory_topk, d.sampling) == (30, 4, 8, 4, 10, "gumbel")
-    for bad, msg in [(dict(bc=1), "bc"), (dict(order=1), "order"), (dict(branch=0), "branch"),
-                     (dict(sampling="beam"), "sampling")]:
+    for bad, msg in [
+        (dict(bc=1), "bc"),
+        (dict(order=1), "order"),
+        (dict(branch=0), "branch"),
+        (dict(sampling="beam"), "sampling"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             build_decoder("stand", model, tok, **bad)
 

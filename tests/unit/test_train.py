@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from mtp_core.papers.p1.mask_token import MTP_TOKEN, add_mask_token
+from mtp_core.data.rows import render_example
 from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.papers.p1.mask_token import MTP_TOKEN, add_mask_token
+from mtp_core.papers.p1.train import (
+    P1Batches,
+    P1Config,
+    P1Step,
+    encode_examples,
+    max_row_tokens,
+)
 from mtp_core.train import (
     LocalDist,
     MicroBatchSpec,
@@ -26,14 +34,6 @@ from mtp_core.train import (
 )
 from mtp_core.train.curves import CurveWriter
 from mtp_core.train.loop import WALL_CLOCK_COLUMNS
-from mtp_core.papers.p1.train import (
-    P1Batches,
-    P1Config,
-    P1Step,
-    encode_examples,
-    max_row_tokens,
-)
-from mtp_core.data.rows import render_example
 
 from ..conftest import tiny_spec
 
@@ -41,8 +41,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ROWS = [
-    {"query": f"Tom has {a} apples and buys {b} more. How many now?",
-     "response": f"He has {a} + {b} = {a + b} apples.\n#### {a + b}\nThe answer is: {a + b}"}
+    {
+        "query": f"Tom has {a} apples and buys {b} more. How many now?",
+        "response": f"He has {a} + {b} = {a + b} apples.\n#### {a + b}\nThe answer is: {a + b}",
+    }
     for a, b in [(3, 4), (10, 7), (2, 9), (31, 5), (6, 6), (12, 1), (8, 13), (4, 40), (7, 2), (15, 15)]
 ]
 ROWS[4] = {"query": "5?", "response": "5."}  # a short row (in the first micro-batches): ends inside the window
@@ -60,8 +62,17 @@ def _setup(p1_overrides=None, arch="llama"):
 
 
 def _tcfg(**kw):
-    base = dict(max_steps=6, global_batch_size=4, micro_batch_size=2, lr=3e-3, warmup_steps=2, checkpoint_every=2,
-                keep_last=1, progress=False, log_every=0)
+    base = dict(
+        max_steps=6,
+        global_batch_size=4,
+        micro_batch_size=2,
+        lr=3e-3,
+        warmup_steps=2,
+        checkpoint_every=2,
+        keep_last=1,
+        progress=False,
+        log_every=0,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -100,7 +111,8 @@ def test_resume_equals_uninterrupted(tmp_path):
     for k in ref_state:
         assert torch.equal(state[k], ref_state[k]), k
     assert _comparable(read_curves(tmp_path / "run" / "curves.csv")) == _comparable(
-        read_curves(tmp_path / "ref" / "curves.csv"))
+        read_curves(tmp_path / "ref" / "curves.csv")
+    )
     # the final training states match too (optimiser moments, scheduler)
     a = torch.load(tmp_path / "ref" / "checkpoints" / "step-00000006" / "state.pt", weights_only=True)
     b = torch.load(tmp_path / "run" / "checkpoints" / "step-00000006" / "state.pt", weights_only=True)
@@ -139,8 +151,9 @@ class _ToyStep:
     def __call__(self, model, batch, ctx):
         x, y = batch
         err = (model(x).squeeze(-1) - y) ** 2
-        return StepOutput(loss=err.mean(), weight=float(len(y)), metrics={"mse": (err.sum().detach(), len(y))},
-                          tokens=len(y))
+        return StepOutput(
+            loss=err.mean(), weight=float(len(y)), metrics={"mse": (err.sum().detach(), len(y))}, tokens=len(y)
+        )
 
 
 class _ToyData:
@@ -159,13 +172,32 @@ def test_generic_step_and_micro_batch_weighting(tmp_path):
     torch.manual_seed(0)
     lin = torch.nn.Linear(3, 1)
     init = copy.deepcopy(lin.state_dict())
-    res = train(_ToyStep(), lin, _ToyData(), _tcfg(max_steps=3, global_batch_size=6, micro_batch_size=3,
-                                                    checkpoint_every=0), tmp_path / "toy", export_fn=lambda m, p: None)
+    res = train(
+        _ToyStep(),
+        lin,
+        _ToyData(),
+        _tcfg(max_steps=3, global_batch_size=6, micro_batch_size=3, checkpoint_every=0),
+        tmp_path / "toy",
+        export_fn=lambda m, p: None,
+    )
     assert res.last_row["mse"] == pytest.approx(res.last_row["loss"]) and res.tokens_total == 18
     lin.load_state_dict(init)
-    train(_ToyStep(), lin, _ToyData(), _tcfg(max_steps=1, global_batch_size=6, micro_batch_size=3, grad_clip=0,
-                                             checkpoint_every=0, loss_weighting="micro_batch", resume=False),
-          tmp_path / "toy2", export_fn=lambda m, p: None)
+    train(
+        _ToyStep(),
+        lin,
+        _ToyData(),
+        _tcfg(
+            max_steps=1,
+            global_batch_size=6,
+            micro_batch_size=3,
+            grad_clip=0,
+            checkpoint_every=0,
+            loss_weighting="micro_batch",
+            resume=False,
+        ),
+        tmp_path / "toy2",
+        export_fn=lambda m, p: None,
+    )
     data = _ToyData()
     ref = copy.deepcopy(lin)
     ref.load_state_dict(init)
@@ -226,8 +258,14 @@ def test_kept_exports_load_as_hf_students_with_mask_token(tmp_path):
     def grab(done, row):  # the CSV is flushed as the run goes
         seen[done] = len(read_curves(tmp_path / "out" / "curves.csv"))
 
-    train(step, model, batches, _tcfg(max_steps=4, save_steps=(0, 2), checkpoint_every=1, keep_last=2),
-          tmp_path / "out", callbacks=[grab])
+    train(
+        step,
+        model,
+        batches,
+        _tcfg(max_steps=4, save_steps=(0, 2), checkpoint_every=1, keep_last=2),
+        tmp_path / "out",
+        callbacks=[grab],
+    )
     assert seen == {1: 1, 2: 2, 3: 3, 4: 4}
     out = tmp_path / "out"
     assert sorted(p.name for p in (out / "exports").iterdir()) == ["step-00000000", "step-00000002"]
@@ -260,13 +298,13 @@ def test_templates_lengths_and_stream():
     assert ids[0, 0].item() == tok_bos.bos_token_id and lens.tolist() == [1 + 2 + 2 + 2]
     ids, lens = encode_examples([row, {"query": "x" * 50, "response": "y"}], tok, "chat", 20)
     assert ids.shape == (2, 20) and lens[1] > 20  # true length kept past truncation: no false end
-    assert (ids[0, lens[0]:] == tok.pad_token_id).all()
+    assert (ids[0, lens[0] :] == tok.pad_token_id).all()
     cfg = P1Config()
     assert cfg.num_regions == 5 and max_row_tokens(cfg) == 157  # official train_block_size 156 + 1
     # the stream: each epoch a permutation, a pure function of the position
     order = ShuffledOrder(7, seed=3)
     a = order.indices(0, 21)
-    assert all(sorted(a[i:i + 7]) == list(range(7)) for i in (0, 7, 14))
+    assert all(sorted(a[i : i + 7]) == list(range(7)) for i in (0, 7, 14))
     assert np.array_equal(ShuffledOrder(7, seed=3).indices(5, 9), a[5:14])
     # P1 micro-batches: (k, offset) per (step, chunk), deterministic
     _, _, _, batches = _setup()
@@ -310,4 +348,5 @@ def test_ddp_hook_single_process_equals_local(tmp_path):
     for k, v in results["local"].items():
         torch.testing.assert_close(results["ddp"][k], v, rtol=0, atol=1e-7)
     assert _comparable(read_curves(tmp_path / "ddp" / "curves.csv")) == _comparable(
-        read_curves(tmp_path / "local" / "curves.csv"))
+        read_curves(tmp_path / "local" / "curves.csv")
+    )

@@ -306,7 +306,28 @@ class OracleTreeDecoder(TreeDecoder):
 
 def random_prompts(tok, n: int, seed: int) -> list[list[int]]:
     rng = random.Random(seed)
-    words = "the cat sat on a mat while seven dogs ran past quickly and x y z 12 + 7 =".split()
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "a",
+        "mat",
+        "while",
+        "seven",
+        "dogs",
+        "ran",
+        "past",
+        "quickly",
+        "and",
+        "x",
+        "y",
+        "z",
+        "12",
+        "+",
+        "7",
+        "=",
+    ]
     return [tok(" ".join(rng.choices(words, k=rng.randint(1, 12)))).input_ids for _ in range(n)]
 
 

@@ -17,10 +17,23 @@ from ..conftest import REPO
 from .conftest import assert_bad_tiny_config_stops, snakemake
 
 TASK = "synthetic_math_cot"
-TABLE_RUNS = {"table1": ["main"], "table2": ["main"], "table3": ["main"],
-              "table4": ["main", "gt_supervision", "bda"], "table5": ["soft_teacher", "static_k16", "prefix_loss"]}
-SETTINGS = ["Baseline Step 0, k=1", "Static k=1", "Static k=2", "Static k=3", "Static k=4", "Static k=5",
-            "ConfAdapt (τ = 0.9)", "ConfAdapt (τ = 0.5)"]
+TABLE_RUNS = {
+    "table1": ["main"],
+    "table2": ["main"],
+    "table3": ["main"],
+    "table4": ["main", "gt_supervision", "bda"],
+    "table5": ["soft_teacher", "static_k16", "prefix_loss"],
+}
+SETTINGS = [
+    "Baseline Step 0, k=1",
+    "Static k=1",
+    "Static k=2",
+    "Static k=3",
+    "Static k=4",
+    "Static k=5",
+    "ConfAdapt (τ = 0.9)",
+    "ConfAdapt (τ = 0.5)",
+]
 
 
 def test_every_p1_table_and_figure(tiny_run):
@@ -58,7 +71,10 @@ def test_results_carry_paper_run_and_decoder(tiny_run):
     ck = json.loads((base / f"main@step0/{TASK}/conf-adapt-tau0.9.json").read_text())
     assert ck["run"] == "main@step0" and ck["paper"] == "p1"
     assert sorted(p.name for p in (base / f"main@step0/{TASK}").glob("*.json")) == [
-        "conf-adapt-tau0.9.json", "static-k1.json", "static-k3.json"]
+        "conf-adapt-tau0.9.json",
+        "static-k1.json",
+        "static-k3.json",
+    ]
     # the baseline reuses the foundation's greedy evaluation of the same model with the same settings
     b = json.loads((base / f"tiny-qwen3-math@step0/{TASK}/greedy.json").read_text())
     assert b["paper"] == "p1" and b["run"] == "tiny-qwen3-math@step0" and b["reused_from"].endswith("greedy.json")
@@ -92,7 +108,9 @@ def test_run_targets_and_resume(tiny_run, tmp_path):
     (tmp_path / "tiny.yaml").write_text(text)
     (tmp_path / "results/models").mkdir(parents=True)
     (tmp_path / "results/data").symlink_to(tiny_run / "results/data")  # prepared data and base models:
-    shutil.copytree(tiny_run / "results/models/base", tmp_path / "results/models/base")  # the fine-tune and the training run
+    shutil.copytree(
+        tiny_run / "results/models/base", tmp_path / "results/models/base"
+    )  # the fine-tune and the training run
     target = "results/models/p1/main/train.json"  # the launcher's record
     snakemake(tmp_path, target, "-c1", "--configfile", "tiny.yaml")
     run = tmp_path / "results/models/p1/main"
@@ -105,10 +123,13 @@ def test_run_targets_and_resume(tiny_run, tmp_path):
     assert (run / "model/config.json").is_file()
 
 
-@pytest.mark.parametrize("config, scale_jobs", [
-    ("config.yaml", {"p1_train": 1, "p1_evaluate": 1, "p1_evaluate_checkpoint": 1, "p1_confidence": 1}),
-    ("config/paper.yaml", {"p1_train": 8, "p1_chat_data": 1}),
-])
+@pytest.mark.parametrize(
+    "config, scale_jobs",
+    [
+        ("config.yaml", {"p1_train": 1, "p1_evaluate": 1, "p1_evaluate_checkpoint": 1, "p1_confidence": 1}),
+        ("config/paper.yaml", {"p1_train": 8, "p1_chat_data": 1}),
+    ],
+)
 def test_dry_run_dag(config, scale_jobs, tmp_path):
     proc = snakemake(tmp_path, "all", "-n", "--configfile", str(REPO / config))
     out = proc.stdout + proc.stderr
@@ -131,5 +152,9 @@ def test_ablation_table_target_at_embedded_scale(tmp_path):
 
 
 def test_bad_p1_config_stops_before_any_job(tmp_path):
-    assert_bad_tiny_config_stops(tmp_path, "runs: [main, gt_supervision, bda]", "runs: [main, gt_supervision, nope]",
-                                 "papers.p1.tables.table4.runs[2]: run 'nope' is not declared")
+    assert_bad_tiny_config_stops(
+        tmp_path,
+        "runs: [main, gt_supervision, bda]",
+        "runs: [main, gt_supervision, nope]",
+        "papers.p1.tables.table4.runs[2]: run 'nope' is not declared",
+    )

@@ -87,5 +87,9 @@ def test_dry_run_dag_other_scales(config, tmp_path):
 
 
 def test_bad_p3_config_stops_before_any_job(tmp_path):
-    assert_bad_tiny_config_stops(tmp_path, "pruning: {methods: [probing, probing_noprune]", "pruning: {methods: [probing, nope]",
-                                 "papers.p3.tables.pruning.methods[1]: method 'nope' is not declared")
+    assert_bad_tiny_config_stops(
+        tmp_path,
+        "pruning: {methods: [probing, probing_noprune]",
+        "pruning: {methods: [probing, nope]",
+        "papers.p3.tables.pruning.methods[1]: method 'nope' is not declared",
+    )

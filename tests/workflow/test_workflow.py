@@ -16,9 +16,15 @@ from .conftest import ENV, SNAKEMAKE, snakemake
 def test_tiny_all_writes_every_table_and_figure(tiny_run):
     res = tiny_run / "results"
     for rel in [
-        "tables/base/decoding.csv", "tables/base/decoding.md", "tables/base/evaluation.csv",
-        "tables/base/evaluation.md", "figures/base/decoding_speed.png", "figures/base/decoding_speed.pdf",
-        "data/math/split_report.json", "data/pretrain/shards/index.json", "report.html",
+        "tables/base/decoding.csv",
+        "tables/base/decoding.md",
+        "tables/base/evaluation.csv",
+        "tables/base/evaluation.md",
+        "figures/base/decoding_speed.png",
+        "figures/base/decoding_speed.pdf",
+        "data/math/split_report.json",
+        "data/pretrain/shards/index.json",
+        "report.html",
     ]:
         assert (res / rel).is_file() and (res / rel).stat().st_size > 0, rel
     decoding = pd.read_csv(res / "tables/base/decoding.csv")
@@ -69,11 +75,7 @@ def test_lint_is_clean_except_conda():
     """`snakemake --lint` exits 1 for the conda/container lint, which cannot apply to a pip project;
     every other lint fails this test."""
     proc = subprocess.run([*SNAKEMAKE, "--lint"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
-    lints = [
-        line.strip()[2:]
-        for line in (proc.stdout + proc.stderr).splitlines()
-        if line.startswith("    * ")
-    ]
+    lints = [line.strip()[2:] for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("    * ")]
     other = [t for t in lints if "conda environment or container" not in t]
     assert not other, "\n".join(other)
     assert proc.returncode in (0, 1)

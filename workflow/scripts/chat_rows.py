@@ -10,12 +10,14 @@ snakemake.output.report      counts: conversations read, used, skipped and why
 from mtp_core.data.conversations import first_turn_rows, read_conversations
 from mtp_core.io import ReadReport, atomic_write_json, atomic_write_jsonl, log_to_file
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 spec = dict(smk.params.spec)
 report = ReadReport(str(spec.get("path") or "packaged ShareGPT"))
 rows, counts = first_turn_rows(read_conversations(spec, smk.params.on_bad_row, report), spec.get("max_rows"))
 if not rows:
-    raise ValueError(f"dataset {spec.get('path') or 'packaged ShareGPT'}: no conversation with a user turn and an answer")
+    raise ValueError(
+        f"dataset {spec.get('path') or 'packaged ShareGPT'}: no conversation with a user turn and an answer"
+    )
 atomic_write_jsonl(smk.output.train, rows)
 atomic_write_json(smk.output.report, {**counts, "skipped_bad_rows": report.skipped, "examples": report.examples})

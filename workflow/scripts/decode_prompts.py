@@ -9,6 +9,6 @@ snakemake.wildcards: model, prompt_set
 from mtp_core.decode_run import decode_rule_job
 from mtp_core.io import log_to_file, read_jsonl
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 decode_rule_job(smk, list(read_jsonl(smk.input.prompts)), prompt_set=smk.wildcards.prompt_set)

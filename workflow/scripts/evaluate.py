@@ -18,7 +18,6 @@ snakemake.log[0]  the log (Python logging, lm-eval's messages and progress bars)
 Threads: torch uses config["threads"].
 """
 
-
 import torch
 
 from mtp_core.config import model_spec
@@ -26,7 +25,7 @@ from mtp_core.evaluate import EvalSettings, check_task_data, is_local_task, run_
 from mtp_core.io import log_to_file
 from mtp_core.models import load_model
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 torch.set_num_threads(smk.config["threads"])
 

@@ -6,10 +6,13 @@ import urllib.request
 
 from mtp_core.io import atomic_path, log_to_file
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 logging.info("downloading %s", smk.params.url)
-with urllib.request.urlopen(smk.params.url, timeout=120) as response, atomic_path(smk.output[0]) as tmp:
-    with open(tmp, "wb") as f:
-        shutil.copyfileobj(response, f)
+with (
+    urllib.request.urlopen(smk.params.url, timeout=120) as response,
+    atomic_path(smk.output[0]) as tmp,
+    open(tmp, "wb") as f,
+):
+    shutil.copyfileobj(response, f)
 logging.info("wrote %s", smk.output[0])

@@ -14,6 +14,6 @@ from mtp_core.data.prompts import first_per_category
 from mtp_core.decode_run import leaderboard_rule_job
 from mtp_core.io import log_to_file, read_jsonl
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 leaderboard_rule_job(smk, first_per_category(list(read_jsonl(smk.input.prompts)), smk.params.n))

@@ -10,7 +10,7 @@ from mtp_core.io import log_to_file
 from mtp_core.report import load_results, write_table_files
 from mtp_core.report.leaderboard import leaderboard_figure, leaderboard_table
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 frame = load_results(list(smk.input.results))
 if smk.params.kind == "table":

@@ -10,6 +10,6 @@ snakemake.log            optional; the first file receives the log
 from mtp_core.io import log_to_file
 from mtp_core.report import make_table
 
-if snakemake.log:  # noqa: F821
-    log_to_file(snakemake.log[0])  # noqa: F821
-make_table(snakemake.params.table, list(snakemake.input.results), snakemake.output.csv, snakemake.output.md)  # noqa: F821
+if snakemake.log:
+    log_to_file(snakemake.log[0])
+make_table(snakemake.params.table, list(snakemake.input.results), snakemake.output.csv, snakemake.output.md)

@@ -9,6 +9,7 @@ snakemake.output.result     results/decode/p1/<model>@step0/<task>/greedy.json (
 
 import json
 import shutil
+from pathlib import Path
 
 from mtp_core.io import atomic_write_json, log_to_file
 
@@ -17,11 +18,11 @@ def samples_path(result: str) -> str:  # as mtp_core.results.samples_path, witho
     return result[: -len(".json")] + ".samples.jsonl"
 
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 source = smk.input.get("foundation") or None
 if source:
-    result = json.loads(open(source, encoding="utf-8").read())
+    result = json.loads(Path(source).read_text(encoding="utf-8"))
     result.update(paper="p1", run=smk.params.run, reused_from=str(source))
     shutil.copyfile(samples_path(str(source)), samples_path(str(smk.output.result)))
     atomic_write_json(smk.output.result, result)
@@ -36,8 +37,20 @@ else:
     task, data = smk.params.task, smk.input.get("data") or None
     if is_local_task(task):
         check_task_data(task, data)
-    loaded = load_model(model_spec(smk.config, smk.params.model), base_dir=smk.input.get("model") or None,
-                        device="cuda" if torch.cuda.is_available() else "cpu")
-    run_evaluation(smk.config, loaded, "greedy", task, smk.output.result, data_path=data,
-                   settings=EvalSettings.from_config(smk.config, **dict(smk.params.settings)), paper="p1",
-                   run=smk.params.run, model=smk.params.model)
+    loaded = load_model(
+        model_spec(smk.config, smk.params.model),
+        base_dir=smk.input.get("model") or None,
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    run_evaluation(
+        smk.config,
+        loaded,
+        "greedy",
+        task,
+        smk.output.result,
+        data_path=data,
+        settings=EvalSettings.from_config(smk.config, **dict(smk.params.settings)),
+        paper="p1",
+        run=smk.params.run,
+        model=smk.params.model,
+    )

@@ -11,15 +11,15 @@ snakemake.output.summary  correlations, the binned curve and the settings
 
 import torch
 
-from mtp_core.papers.p1.confidence import binned, confidence_vs_teacher_loss, correlations
 from mtp_core.config import model_spec
-from mtp_core.io import atomic_write_json, atomic_write_text, log_to_file
-from mtp_core.papers.p1.mask_token import add_mask_token
-from mtp_core.models import load_model
 from mtp_core.data.rows import read_rows, resolve_template
+from mtp_core.io import atomic_write_json, atomic_write_text, log_to_file
+from mtp_core.models import load_model
+from mtp_core.papers.p1.confidence import binned, confidence_vs_teacher_loss, correlations
+from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 torch.set_num_threads(smk.threads)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -37,10 +37,27 @@ template = resolve_template(cfg.template, student.chat_template)
 tokens, lengths = encode_examples(rows, tok, template, max_row_tokens(cfg), cfg.append_eos, pad_id)
 k = int(spec.get("k") or cfg.k_max)
 frame = confidence_vs_teacher_loss(
-    student.model, teacher.model, tokens, lengths, seq_len=cfg.seq_len, num_regions=cfg.num_regions, k=k,
-    mask_id=mask_id, pad_id=pad_id, batch_size=int(spec["batch_size"]), seed=int(spec["seed"]))
+    student.model,
+    teacher.model,
+    tokens,
+    lengths,
+    seq_len=cfg.seq_len,
+    num_regions=cfg.num_regions,
+    k=k,
+    mask_id=mask_id,
+    pad_id=pad_id,
+    batch_size=int(spec["batch_size"]),
+    seed=int(spec["seed"]),
+)
 atomic_write_text(smk.output.csv, frame.to_csv(index=False, lineterminator="\n"))
-atomic_write_json(smk.output.summary, {
-    "rows": len(rows), "regions": len(frame), "k": k, "template": template, **correlations(frame),
-    "binned": binned(frame, int(spec["bins"])).to_dict("records"),
-})
+atomic_write_json(
+    smk.output.summary,
+    {
+        "rows": len(rows),
+        "regions": len(frame),
+        "k": k,
+        "template": template,
+        **correlations(frame),
+        "binned": binned(frame, int(spec["bins"])).to_dict("records"),
+    },
+)

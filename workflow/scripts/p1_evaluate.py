@@ -16,7 +16,7 @@ from mtp_core.evaluate import EvalSettings, check_task_data, is_local_task, run_
 from mtp_core.io import log_to_file
 from mtp_core.models import load_model
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 torch.set_num_threads(smk.threads)
 task, data = smk.params.task, smk.input.get("data") or None
@@ -25,9 +25,23 @@ if is_local_task(task):
 decoders = dict(smk.params.decoders)
 if len(decoders) != len(smk.output.results):
     raise ValueError(f"{len(decoders)} decoders but {len(smk.output.results)} result paths")
-loaded = load_model(model_spec(smk.config, smk.params.model), checkpoint=smk.params.checkpoint,
-                    device="cuda" if torch.cuda.is_available() else "cpu")
+loaded = load_model(
+    model_spec(smk.config, smk.params.model),
+    checkpoint=smk.params.checkpoint,
+    device="cuda" if torch.cuda.is_available() else "cpu",
+)
 settings = EvalSettings.from_config(smk.config, **dict(smk.params.settings))
 for (label, params), out in zip(decoders.items(), smk.output.results):
-    run_evaluation(smk.config, loaded, label, task, out, decoder_params=dict(params), data_path=data,
-                   settings=settings, paper="p1", run=smk.params.run, model=smk.params.model)
+    run_evaluation(
+        smk.config,
+        loaded,
+        label,
+        task,
+        out,
+        decoder_params=dict(params),
+        data_path=data,
+        settings=settings,
+        paper="p1",
+        run=smk.params.run,
+        model=smk.params.model,
+    )

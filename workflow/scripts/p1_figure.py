@@ -12,21 +12,37 @@ snakemake.output         png, pdf
 import pandas as pd
 
 from mtp_core.io import log_to_file
-from mtp_core.report import load_results
 from mtp_core.papers.p1.report import confidence_figure, dynamics_figure, pareto_figure
+from mtp_core.report import load_results
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 kind, spec, fig = smk.params.kind, dict(smk.params.spec), smk.params.figure
 title = f"Paper 1, {fig.replace('fig', 'Figure ')}"
 if kind == "confidence":
     confidence_figure(pd.read_csv(smk.input.csv), smk.output.png, smk.output.pdf, bins=int(spec["bins"]), title=title)
 elif kind == "pareto":
-    pareto_figure(load_results(list(smk.input.results)), smk.output.png, smk.output.pdf, runs=spec["runs"],
-                  task=spec["task"], metric=spec["metric"], titles=spec["titles"], title=title)
+    pareto_figure(
+        load_results(list(smk.input.results)),
+        smk.output.png,
+        smk.output.pdf,
+        runs=spec["runs"],
+        task=spec["task"],
+        metric=spec["metric"],
+        titles=spec["titles"],
+        title=title,
+    )
 elif kind == "dynamics":
-    dynamics_figure(load_results(list(smk.input.results)), smk.output.png, smk.output.pdf, run=spec["run"],
-                    task=spec["task"], metric=spec["metric"], final_step=spec["final_step"], titles=spec["titles"],
-                    title=title)
+    dynamics_figure(
+        load_results(list(smk.input.results)),
+        smk.output.png,
+        smk.output.pdf,
+        run=spec["run"],
+        task=spec["task"],
+        metric=spec["metric"],
+        final_step=spec["final_step"],
+        titles=spec["titles"],
+        title=title,
+    )
 else:
     raise ValueError(f"unknown figure kind {kind!r}")

@@ -10,13 +10,18 @@ snakemake.output.csv/md  <stem>.csv and <stem>.md
 import logging
 
 from mtp_core.io import log_to_file
-from mtp_core.report import load_results, write_table_files
 from mtp_core.papers.p1.report import p1_table
+from mtp_core.report import load_results, write_table_files
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 spec = dict(smk.params.spec)
-table = p1_table(load_results(list(smk.input.results)), runs=spec["runs"], tasks=spec["tasks"],
-                 metrics=spec["metrics"], titles=spec["titles"])
+table = p1_table(
+    load_results(list(smk.input.results)),
+    runs=spec["runs"],
+    tasks=spec["tasks"],
+    metrics=spec["metrics"],
+    titles=spec["titles"],
+)
 write_table_files(table, smk.output.csv, smk.output.md)
 logging.getLogger(__name__).info("%s: %d rows from %d results", smk.output.csv, len(table.data), len(smk.input.results))

@@ -13,14 +13,14 @@ import pandas as pd
 import torch
 
 from mtp_core.config import model_spec
-from mtp_core.decoding import build_decoder
-from mtp_core.papers.p3.probing import ProbingDecoder
-from mtp_core.io import atomic_path, atomic_write_json, log_to_file, read_jsonl
-from mtp_core.papers.p3.alignment import COLUMNS, alignment_rows, summarize
-from mtp_core.models import load_model
 from mtp_core.data.prompts import first_per_category
+from mtp_core.decoding import build_decoder
+from mtp_core.io import atomic_path, atomic_write_json, log_to_file, read_jsonl
+from mtp_core.models import load_model
+from mtp_core.papers.p3.alignment import COLUMNS, alignment_rows, summarize
+from mtp_core.papers.p3.probing import ProbingDecoder
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 log = logging.getLogger("p3_alignment")
 spec = dict(smk.params.spec)
@@ -40,16 +40,22 @@ conts = [g.tokens for g in greedy.generate_all(prompts, max_new, loaded.stop_cri
 probe = ProbingDecoder(loaded.model, loaded.tokenizer, **(spec.get("probing") or {}))
 records, consistency = [], []
 for r, p, c in zip(rows, prompts, conts):
-    recs, cons = alignment_rows(loaded.model, probe, p, c, topk=int(spec["topk"]), prompt_id=str(r["id"]),
-                                category=r.get("category") or "all")
+    recs, cons = alignment_rows(
+        loaded.model, probe, p, c, topk=int(spec["topk"]), prompt_id=str(r["id"]), category=r.get("category") or "all"
+    )
     records += recs
     consistency.append(cons)
 frame = pd.DataFrame(records, columns=COLUMNS)
 with atomic_path(smk.output.csv) as tmp:
     frame.to_csv(tmp, index=False)
 summary = summarize(frame)
-summary |= {"model": smk.wildcards.model, "prompts": len(rows), "max_new_tokens": max_new,
-            "probing": probe.describe()["params"], "topk": int(spec["topk"]),
-            "sequence_argmax_reproduces_greedy": min(consistency) if consistency else None}
+summary |= {
+    "model": smk.wildcards.model,
+    "prompts": len(rows),
+    "max_new_tokens": max_new,
+    "probing": probe.describe()["params"],
+    "topk": int(spec["topk"]),
+    "sequence_argmax_reproduces_greedy": min(consistency) if consistency else None,
+}
 atomic_write_json(smk.output.summary, summary)
 log.info("%d masks over %d prompts, accepted %.3f", summary["masks"], len(rows), summary["accepted_rate"] or 0)

@@ -10,11 +10,11 @@ snakemake.output:  results (one JSON per setting, in `decoders` order; samples J
 snakemake.wildcards: model
 """
 
+from mtp_core.data.prompts import first_per_category
 from mtp_core.decode_run import decode_rule_job
 from mtp_core.io import log_to_file, read_jsonl
-from mtp_core.data.prompts import first_per_category
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 rows = first_per_category(list(read_jsonl(smk.input.prompts)), smk.params.per_category)
 decode_rule_job(smk, rows, prompt_set=smk.params.prompt_set, paper="p3", run=smk.wildcards.model)

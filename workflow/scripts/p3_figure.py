@@ -11,19 +11,25 @@ import pandas as pd
 
 from mtp_core.io import log_to_file
 from mtp_core.papers.p3.alignment import layer_curves
-from mtp_core.report import load_results
 from mtp_core.papers.p3.report import alignment_figure, category_figure
+from mtp_core.report import load_results
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 kind, spec, fig = smk.params.kind, dict(smk.params.spec), smk.params.figure
 title = f"Paper 3, {fig.replace('fig', 'Figure ')}"
 if kind == "category":
     model = spec["settings"][0]["model"] if spec["settings"] else ""
-    category_figure(load_results(list(smk.input.results)), spec["settings"], smk.output.png, smk.output.pdf,
-                    title=f"{title}: {model}")
+    category_figure(
+        load_results(list(smk.input.results)),
+        spec["settings"],
+        smk.output.png,
+        smk.output.pdf,
+        title=f"{title}: {model}",
+    )
 elif kind == "alignment":
-    alignment_figure(layer_curves(pd.read_csv(smk.input.csv)), smk.output.png, smk.output.pdf,
-                     title=f"{title}: {spec['model']}")
+    alignment_figure(
+        layer_curves(pd.read_csv(smk.input.csv)), smk.output.png, smk.output.pdf, title=f"{title}: {spec['model']}"
+    )
 else:
     raise ValueError(f"unknown figure kind {kind!r}")

@@ -9,10 +9,10 @@ snakemake.output.csv/md  <stem>.csv and <stem>.md
 import logging
 
 from mtp_core.io import log_to_file
-from mtp_core.report import load_results, write_table_files
 from mtp_core.papers.p3.report import p3_table
+from mtp_core.report import load_results, write_table_files
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 spec = dict(smk.params.spec)
 table = p3_table(spec["name"], load_results(list(smk.input.results)), spec["settings"])

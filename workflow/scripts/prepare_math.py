@@ -9,7 +9,7 @@ from pathlib import Path
 from mtp_core.data import prepare_math
 from mtp_core.io import log_to_file
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 out_dir = Path(smk.output.report).parent
 prepare_math(dict(smk.params.spec), out_dir, seed=smk.params.seed, on_bad_row=smk.params.on_bad_row)

@@ -3,10 +3,9 @@
 snakemake.params.spec: the model's config entry (with its name); snakemake.output[0]: the directory.
 """
 
-
 from mtp_core.io import log_to_file
 from mtp_core.models import prepare_base_model
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 prepare_base_model(dict(smk.params.spec), smk.output[0])

@@ -4,11 +4,10 @@ snakemake.params: name, spec (the prompt set's config entry), seed, on_bad_row; 
 (source math; source jsonl reads spec.path, also the rule's input); snakemake.output: prompts, report.
 """
 
-
 from mtp_core.data import prepare_prompt_set
 from mtp_core.io import log_to_file
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 log_to_file(smk.log[0])
 prepare_prompt_set(
     smk.params.name,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mtp_core.io import log_to_file
 
-smk = snakemake  # noqa: F821  (injected by Snakemake)
+smk = snakemake
 # the Rust tokenizer's thread pool follows the job's threads (set before tokenizers is imported)
 os.environ["RAYON_NUM_THREADS"] = str(smk.threads)
 os.environ["TOKENIZERS_PARALLELISM"] = "true" if smk.threads > 1 else "false"

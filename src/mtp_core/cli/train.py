@@ -47,13 +47,18 @@ def _parse_value(text: str) -> Any:
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser(
-        "train", help="run one training through the submitit launcher",
+        "train",
+        help="run one training through the submitit launcher",
         description="Submit a training run with submitit (slurm | local | debug), wait, re-attach after restarts; "
-                    "writes OUTPUT only on success (module docstring of mtp_core.train.launch).")
+        "writes OUTPUT only on success (module docstring of mtp_core.train.launch).",
+    )
     p.add_argument("--output", required=True, help="the rule's declared output (a JSON record, written on success)")
-    p.add_argument("--method", required=True,
-                   help="a registered training method (sft, or a paper's, e.g. p1) or module:attr")
-    p.add_argument("--run-dir", help="the run's directory (checkpoints, curves, model); default: the output's directory")
+    p.add_argument(
+        "--method", required=True, help="a registered training method (sft, or a paper's, e.g. p1) or module:attr"
+    )
+    p.add_argument(
+        "--run-dir", help="the run's directory (checkpoints, curves, model); default: the output's directory"
+    )
     src = p.add_argument_group("run settings (one of)")
     src.add_argument("--settings", help="the run's settings: a JSON object or a .json/.yaml file")
     src.add_argument("--config", help="a pipeline config file (with --run): the method resolves the run's settings")
@@ -61,15 +66,31 @@ def add_commands(sub: Any) -> None:
     la = p.add_argument_group("launcher (config papers.<p>.launcher < runs.<run>.launcher < --launcher < flags)")
     la.add_argument("--launcher", help="launcher settings: a JSON object or a .json/.yaml file")
     la.add_argument("--cluster", choices=CLUSTERS)
-    for flag, typ in (("nodes", int), ("tasks-per-node", int), ("gpus-per-node", int), ("cpus-per-task", int),
-                      ("mem-gb", float), ("timeout-min", int), ("partition", str), ("account", str),
-                      ("strategy", str)):
+    for flag, typ in (
+        ("nodes", int),
+        ("tasks-per-node", int),
+        ("gpus-per-node", int),
+        ("cpus-per-task", int),
+        ("mem-gb", float),
+        ("timeout-min", int),
+        ("partition", str),
+        ("account", str),
+        ("strategy", str),
+    ):
         la.add_argument(f"--{flag}", type=typ)
-    la.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="any launcher key (value parsed as JSON where it parses)")
+    la.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any launcher key (value parsed as JSON where it parses)",
+    )
     p.add_argument("--no-reattach", action="store_true", help="always submit a new job")
-    p.add_argument("--interrupt", choices=("preempt", "timeout"),
-                   help="send the running job of OUTPUT a preemption or timeout signal, then exit (tests, drills)")
+    p.add_argument(
+        "--interrupt",
+        choices=("preempt", "timeout"),
+        help="send the running job of OUTPUT a preemption or timeout signal, then exit (tests, drills)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the resolved settings and launcher, submit nothing")
     p.set_defaults(func=cmd_train)
 
@@ -92,8 +113,18 @@ def _settings_and_launcher(args: argparse.Namespace) -> tuple[dict, LauncherConf
         raise InputError("give --settings, or --config and --run")
     if args.launcher:
         launcher = deep_merge(launcher, _json_or_file(args.launcher, "launcher"))
-    for flag in ("cluster", "nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min",
-                 "partition", "account", "strategy"):
+    for flag in (
+        "cluster",
+        "nodes",
+        "tasks_per_node",
+        "gpus_per_node",
+        "cpus_per_task",
+        "mem_gb",
+        "timeout_min",
+        "partition",
+        "account",
+        "strategy",
+    ):
         if getattr(args, flag) is not None:
             launcher[flag] = getattr(args, flag)
     for item in args.set:
@@ -114,13 +145,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     settings, cfg = _settings_and_launcher(args)
     if args.dry_run:
-        print(json.dumps({"method": args.method, "settings": settings, "launcher": cfg.as_dict()}, indent=2,
-                         default=str))
+        print(
+            json.dumps({"method": args.method, "settings": settings, "launcher": cfg.as_dict()}, indent=2, default=str)
+        )
         return 0
 
     def stop(signum: int, frame: Any) -> None:
-        say(f"launcher got {signal.Signals(signum).name}; the job keeps running: rerun the same command "
-            "(Snakemake: --unlock, then rerun) to re-attach")
+        say(
+            f"launcher got {signal.Signals(signum).name}; the job keeps running: rerun the same command "
+            "(Snakemake: --unlock, then rerun) to re-attach"
+        )
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)

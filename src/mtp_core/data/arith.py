@@ -14,8 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
-from typing import Union
+from functools import cache
 
 
 class NotExact(ValueError):
@@ -81,7 +80,7 @@ class Linear:
         return f"({body}) / {d}" if " " in body else f"{body} / {d}"
 
 
-Number = Union[int, Linear]
+Number = int | Linear
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
 
@@ -98,7 +97,7 @@ def _terms(p: int, q: int, var: str) -> str:
     return f"{q} - {xs[1:]}" if q > 0 else f"{xs} - {-q}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def parse(expr: str) -> ast.expr:
     """Parse a step expression; only + - * /, integer constants and names are allowed."""
     tree = ast.parse(expr, mode="eval").body

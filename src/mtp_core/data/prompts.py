@@ -24,7 +24,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..io import InputError, ReadReport, atomic_write_json, atomic_write_jsonl, read_jsonl, require_text_fields, validated
+from ..io import (
+    InputError,
+    ReadReport,
+    atomic_write_json,
+    atomic_write_jsonl,
+    read_jsonl,
+    require_text_fields,
+    validated,
+)
 
 log = logging.getLogger(__name__)
 

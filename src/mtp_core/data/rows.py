@@ -54,6 +54,7 @@ def render_example(row: dict, tokenizer: Any, template: str) -> str:
 def render_prompt(row: dict, tokenizer: Any, template: str) -> str:
     """The part of `render_example(row)` that precedes the response (with the assistant's turn opened)."""
     if template == "chat":
-        return tokenizer.apply_chat_template([{"role": "user", "content": row["query"]}], tokenize=False,
-                                             add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": row["query"]}], tokenize=False, add_generation_prompt=True
+        )
     return (tokenizer.bos_token or "") + row["query"] + "\n\n"

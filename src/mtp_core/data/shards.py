@@ -182,8 +182,10 @@ class TokenShards:
             self.shards.append(data)
         self.offsets = np.cumsum([0] + [len(s) for s in self.shards])
         if self.offsets[-1] != self.index["total_tokens"]:
-            raise ValueError(f"{self.index_path}: shards hold {self.offsets[-1]} tokens, total_tokens says "
-                             f"{self.index['total_tokens']}")
+            raise ValueError(
+                f"{self.index_path}: shards hold {self.offsets[-1]} tokens, total_tokens says "
+                f"{self.index['total_tokens']}"
+            )
 
     def __len__(self) -> int:
         return int(self.offsets[-1])

@@ -45,12 +45,21 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
     (category, re.compile(pattern, re.IGNORECASE | re.DOTALL))
     for category, pattern in (
         ("translation", rf"\btranslat(e|es|ed|ion|ing)\b|\binto ({_LANGUAGES})\b"),
-        ("summarization", r"\bsummar(y|ies|ize|ise|izing|ising|ization|isation)\b|\btl;?dr\b"
-                          r"|\bkey (points|takeaways)\b"),
-        ("roleplay", r"\b(act|behave) as (a|an|my|if)\b|\bpretend (to be|you are|that you)\b|\brole[- ]?play"
-                     r"|\bimagine (that )?you are\b|\byou will (be|play) (a|an|my|the)\b"),
-        ("writing", r"\b(write|compose|draft)\b.{0,60}?\b(story|stories|poem|essay|blog|article|e-?mail|letter|song"
-                    r"|lyrics|speech|script|haiku|tweet|slogan|post)s?\b"),
+        (
+            "summarization",
+            r"\bsummar(y|ies|ize|ise|izing|ising|ization|isation)\b|\btl;?dr\b"
+            r"|\bkey (points|takeaways)\b",
+        ),
+        (
+            "roleplay",
+            r"\b(act|behave) as (a|an|my|if)\b|\bpretend (to be|you are|that you)\b|\brole[- ]?play"
+            r"|\bimagine (that )?you are\b|\byou will (be|play) (a|an|my|the)\b",
+        ),
+        (
+            "writing",
+            r"\b(write|compose|draft)\b.{0,60}?\b(story|stories|poem|essay|blog|article|e-?mail|letter|song"
+            r"|lyrics|speech|script|haiku|tweet|slogan|post)s?\b",
+        ),
         ("reasoning", r"\b(riddle|puzzle|logic|logical|step[- ]by[- ]step|deduce|paradox|brain ?teaser)\b"),
         ("qa", r"^(what|who|when|where|why|how|which|is|are|can|does|do|should|could|would)\b[^\n?]{0,300}\?$"),
     )

@@ -76,4 +76,3 @@ def split_report(
         "test_questions_in_train_or_validation": sum(row["query"] in seen for row in test),
         "skipped_rows": skipped_rows,
     }
-

@@ -24,11 +24,15 @@ import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from .arith import Linear, Number, NotExact, evaluate, show, solve_lines
+from .arith import Linear, NotExact, Number, evaluate, show, solve_lines
 from .templates import TEMPLATES, Template
 
 TYPE_SEED, TYPE_ANSAUG, TYPE_REPHRASED, TYPE_SV, TYPE_FOBAR = (
-    "SYN_Seed", "SYN_AnsAug", "SYN_Rephrased", "SYN_SV", "SYN_FOBAR"
+    "SYN_Seed",
+    "SYN_AnsAug",
+    "SYN_Rephrased",
+    "SYN_SV",
+    "SYN_FOBAR",
 )
 # config key (`augmentations`) -> row type, in generation order
 AUGMENTATION_TYPES = {
@@ -39,9 +43,22 @@ AUGMENTATION_TYPES = {
 }
 DEFAULT_AUGMENTATIONS = {"answer_augmentation": 2, "rephrasing": 1, "self_verification": 1, "fobar": 1}
 PEOPLE = (
-    ("Mia", "she"), ("Liam", "he"), ("Ava", "she"), ("Noah", "he"), ("Emma", "she"), ("Omar", "he"),
-    ("Sofia", "she"), ("Ravi", "he"), ("Chloe", "she"), ("Mateo", "he"), ("Hana", "she"), ("Lucas", "he"),
-    ("Zoe", "she"), ("Kenji", "he"), ("Amara", "she"), ("Felix", "he"),
+    ("Mia", "she"),
+    ("Liam", "he"),
+    ("Ava", "she"),
+    ("Noah", "he"),
+    ("Emma", "she"),
+    ("Omar", "he"),
+    ("Sofia", "she"),
+    ("Ravi", "he"),
+    ("Chloe", "she"),
+    ("Mateo", "he"),
+    ("Hana", "she"),
+    ("Lucas", "he"),
+    ("Zoe", "she"),
+    ("Kenji", "he"),
+    ("Amara", "she"),
+    ("Felix", "he"),
 )
 _PRONOUNS = {"she": ("she", "her", "her"), "he": ("he", "his", "him")}
 MAX_TRIES = 2000
@@ -64,8 +81,14 @@ class Problem:
     def fields(self, display: Mapping[str, object] | None = None) -> dict[str, object]:
         name, pronoun = self.person
         he, his, him = _PRONOUNS[pronoun]
-        out: dict[str, object] = {"name": name, "he": he, "He": he.capitalize(), "his": his,
-                                  "His": his.capitalize(), "him": him}
+        out: dict[str, object] = {
+            "name": name,
+            "he": he,
+            "He": he.capitalize(),
+            "his": his,
+            "His": his.capitalize(),
+            "him": him,
+        }
         out.update(self.values if display is None else display)
         return out
 

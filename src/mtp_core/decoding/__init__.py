@@ -2,17 +2,17 @@
 HF greedy, the tree-verification core, the wall-clock guard and the training-free n-gram drafters (prompt lookup,
 lookahead, STAND), every paper's baselines."""
 
+from . import greedy, hf, lookahead, prompt_lookup, stand  # noqa: F401  (registration)
 from .base import (
-    decoders,
     Decoder,
     GenerationResult,
     StopCriteria,
     build_decoder,
     decoder_class,
+    decoders,
     register_decoder,
     registry_name,
 )
-from . import greedy, hf, lookahead, prompt_lookup, stand  # noqa: F401  (registration)
 from .cost import CostModel, WallClockGuard
 from .lookahead import LookaheadDecoder
 from .ngram import PathDraftDecoder

@@ -23,10 +23,10 @@ import torch
 
 from ..io import InputError
 
-_DECODERS: dict[str, type["Decoder"]] = {}
+_DECODERS: dict[str, type[Decoder]] = {}
 
 
-def register_decoder(name: str) -> Callable[[type["Decoder"]], type["Decoder"]]:
+def register_decoder(name: str) -> Callable[[type[Decoder]], type[Decoder]]:
     """Class decorator: make a decoder available by `name` to the bench CLI, lm-eval and the rules."""
 
     def wrap(cls: type[Decoder]) -> type[Decoder]:
@@ -141,8 +141,10 @@ def decoder_class(label: str, params: dict[str, Any]) -> type[Decoder]:
     cls = known[name]
     unknown = sorted(set(params) - {"decoder"} - set(cls.accepted_params()))
     if unknown:
-        raise InputError(f"{name}: unknown parameter(s) {', '.join(unknown)} "
-                         f"(accepted: {', '.join(cls.accepted_params()) or 'none'})")
+        raise InputError(
+            f"{name}: unknown parameter(s) {', '.join(unknown)} "
+            f"(accepted: {', '.join(cls.accepted_params()) or 'none'})"
+        )
     return cls
 
 

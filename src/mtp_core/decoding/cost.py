@@ -127,8 +127,14 @@ def measure_costs(
                 d = Draft(chain_buffers(0), ctx.root.new_empty(ctx.batch_size, 0))
             t0 = time.perf_counter()
             verify_tree(
-                model, ctx, d.buffers, d.candidates, extra_parents=d.extra_parents, extra_embeds=d.extra_embeds,
-                pad_small_chunks=pad_small_chunks, commit=False,
+                model,
+                ctx,
+                d.buffers,
+                d.candidates,
+                extra_parents=d.extra_parents,
+                extra_embeds=d.extra_embeds,
+                pad_small_chunks=pad_small_chunks,
+                commit=False,
             )
             times[rows].append(time.perf_counter() - t0)
             crop_cache(ctx.cache, ctx.cache.get_seq_length() - before)
@@ -224,8 +230,17 @@ class DepthAcceptance(ShrunkRates):
         return 1.0 + np.concatenate([[0.0], np.cumsum(np.cumprod(self.rates()))])
 
 
-GUARD_PARAMS = ("adaptive", "calib_reps", "cost_table", "local_decay", "local_prior", "min_gain", "min_obs",
-                "online_cost", "probe_every")  # the guard's decoder parameters (module docstring)
+GUARD_PARAMS = (
+    "adaptive",
+    "calib_reps",
+    "cost_table",
+    "local_decay",
+    "local_prior",
+    "min_gain",
+    "min_obs",
+    "online_cost",
+    "probe_every",
+)  # the guard's decoder parameters (module docstring)
 
 
 class WallClockGuard:

@@ -26,7 +26,15 @@ import numpy as np
 import torch
 
 from ..masks.tree import TreeBuffers, tree_buffers
-from .cost import GUARD_PARAMS, DepthAcceptance, WallClockGuard, calibration_rows, dummy_draft, measure_costs, padded_rows
+from .cost import (
+    GUARD_PARAMS,
+    DepthAcceptance,
+    WallClockGuard,
+    calibration_rows,
+    dummy_draft,
+    measure_costs,
+    padded_rows,
+)
 from .tree import Draft, TreeDecoder, TreeState
 
 Path = tuple[int, ...]

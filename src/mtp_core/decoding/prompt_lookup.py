@@ -21,9 +21,7 @@ from .ngram import PathDraftDecoder
 from .tree import TreeState
 
 
-def prompt_lookup_draft(
-    seq: torch.Tensor, max_ngram: int = 3, min_ngram: int = 1, num_draft: int = 3
-) -> torch.Tensor:
+def prompt_lookup_draft(seq: torch.Tensor, max_ngram: int = 3, min_ngram: int = 1, num_draft: int = 3) -> torch.Tensor:
     """Draft tokens (possibly none) continuing `seq` [L], by n-gram lookup in `seq` itself (vectorised per n)."""
     length = int(seq.numel())
     if num_draft <= 0 or length < 2:
@@ -55,9 +53,7 @@ class PromptLookupDecoder(PathDraftDecoder):
         self.min_ngram = int(params.get("min_ngram", 1))
         self.num_draft = num_draft
         if not 1 <= self.min_ngram <= self.max_ngram:
-            raise ValueError(
-                f"prompt-lookup: need 1 <= min_ngram <= max_ngram, got {self.min_ngram}, {self.max_ngram}"
-            )
+            raise ValueError(f"prompt-lookup: need 1 <= min_ngram <= max_ngram, got {self.min_ngram}, {self.max_ngram}")
         if self.num_draft < 0:
             raise ValueError(f"prompt-lookup: num_draft must be >= 0, got {self.num_draft}")
 

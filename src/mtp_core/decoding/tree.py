@@ -267,16 +267,27 @@ def verify_tree(
     n_tree = buffers.num_nodes
     n_extra = 0 if extra_parents is None else int(extra_parents.numel())
     logits, hidden = tree_forward(
-        model, ctx, buffers, candidates, extra_parents=extra_parents, extra_embeds=extra_embeds,
-        pad_small_chunks=pad_small_chunks, output_hidden=return_hidden,
+        model,
+        ctx,
+        buffers,
+        candidates,
+        extra_parents=extra_parents,
+        extra_embeds=extra_embeds,
+        pad_small_chunks=pad_small_chunks,
+        output_hidden=return_hidden,
     )
     chunk_len = logits.shape[1]
     node_argmax = logits[:, :n_tree].argmax(-1)
     num_acc, last_node, path, tokens = greedy_accept(node_argmax, candidates, buffers)
     rows = torch.arange(logits.shape[0], device=logits.device)
     res = TreeVerifyResult(
-        tokens=tokens, num_accepted=num_acc, path=path, last_node=last_node, node_argmax=node_argmax,
-        last_logits=logits[rows, last_node], chunk_rows=chunk_len,
+        tokens=tokens,
+        num_accepted=num_acc,
+        path=path,
+        last_node=last_node,
+        node_argmax=node_argmax,
+        last_logits=logits[rows, last_node],
+        chunk_rows=chunk_len,
     )
     take = path.clamp(min=0)
     if return_logits:
@@ -378,8 +389,12 @@ class TreeDecoder(Decoder):
         hid = self.needs_hidden
         if extras is None:
             out = self.model(
-                input_ids=ids, attention_mask=mask if padded else None, position_ids=pos,
-                past_key_values=cache, logits_to_keep=1, output_hidden_states=hid,
+                input_ids=ids,
+                attention_mask=mask if padded else None,
+                position_ids=pos,
+                past_key_values=cache,
+                logits_to_keep=1,
+                output_hidden_states=hid,
             )
             return out.logits[:, -1], out.hidden_states[-1][:, -1] if hid else None, None
         e = extras.shape[1]
@@ -389,7 +404,9 @@ class TreeDecoder(Decoder):
             inputs_embeds=torch.cat([tok, extras.to(tok.dtype)], dim=1),
             attention_mask=torch.cat([mask, mask.new_ones(mask.shape[0], e)], dim=1),
             position_ids=torch.cat([pos, pos[:, -1:] + steps[None]], dim=1),
-            past_key_values=cache, logits_to_keep=e + 1, output_hidden_states=hid,
+            past_key_values=cache,
+            logits_to_keep=e + 1,
+            output_hidden_states=hid,
         )
         crop_cache(cache, e)
         return out.logits[:, 0], out.hidden_states[-1][:, -e - 1] if hid else None, out.logits[:, 1:]
@@ -415,9 +432,15 @@ class TreeDecoder(Decoder):
         t1 = time.perf_counter()
         ctx = TreeContext(cache=cache, kv_mask=mask.bool(), root=root, root_pos=pos[:, -1] + 1)
         state = TreeState(
-            ctx=ctx, rows=torch.arange(n), history=[list(p) + [t] for p, t in zip(prompts, root.tolist())],
-            prompt_lens=[len(p) for p in prompts], max_new_tokens=max_new_tokens, last_logits=last_logits,
-            last_hidden=last_hidden, prefill_extra_logits=extra_logits, step=1,
+            ctx=ctx,
+            rows=torch.arange(n),
+            history=[list(p) + [t] for p, t in zip(prompts, root.tolist())],
+            prompt_lens=[len(p) for p in prompts],
+            max_new_tokens=max_new_tokens,
+            last_logits=last_logits,
+            last_hidden=last_hidden,
+            prefill_extra_logits=extra_logits,
+            step=1,
         )
         self.start(state)
         emitted, n_draft, n_rows = [[t] for t in root.tolist()], 0, 0
@@ -437,8 +460,14 @@ class TreeDecoder(Decoder):
             if draft is None:
                 draft = Draft(chain_buffers(0), torch.empty(ctx.batch_size, 0, dtype=torch.long, device=device))
             res = verify_tree(
-                self.model, ctx, draft.buffers, draft.candidates, extra_parents=draft.extra_parents,
-                extra_embeds=draft.extra_embeds, pad_small_chunks=pad_small, return_logits=self.needs_logits,
+                self.model,
+                ctx,
+                draft.buffers,
+                draft.candidates,
+                extra_parents=draft.extra_parents,
+                extra_embeds=draft.extra_embeds,
+                pad_small_chunks=pad_small,
+                return_logits=self.needs_logits,
                 return_hidden=self.needs_hidden,
             )
             emitted, n_draft, n_rows = res.emitted(), draft.buffers.num_nodes - 1, res.chunk_rows

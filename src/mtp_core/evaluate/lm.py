@@ -121,9 +121,7 @@ class MTPLM(LM):
     def chat_template(self, chat_template: bool | str = False) -> str | None:
         return self.tokenizer.chat_template if chat_template else None
 
-    def apply_chat_template(
-        self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
-    ) -> str:
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         return self.tokenizer.apply_chat_template(
             chat_history, tokenize=False, add_generation_prompt=add_generation_prompt
         )
@@ -182,14 +180,15 @@ class MTPLM(LM):
             keep = max(1, self.max_length - max_toks)
             log.warning(
                 "mtp: prompt of %d tokens cut to its last %d (task %s, doc %s)",
-                len(ids), keep, req.task_name, req.doc_id,
+                len(ids),
+                keep,
+                req.task_name,
+                req.doc_id,
             )
             ids = ids[-keep:]
         return until, max_toks, ids
 
-    def _record(
-        self, requests: list[Instance], gens: list[GenerationResult | None], texts: list[str]
-    ) -> None:
+    def _record(self, requests: list[Instance], gens: list[GenerationResult | None], texts: list[str]) -> None:
         """Statistics per (task, doc_id, idx, repeat); lm-eval repeats a request as the same object."""
         seen: dict[tuple[str, int, int], int] = defaultdict(int)
         for req, gen, text in zip(requests, gens, texts, strict=True):
@@ -220,7 +219,5 @@ def load_from_args(
         cfg = read_config(config)
         spec = model_spec(cfg, model or cfg["evaluation"]["model"])
     else:
-        raise ValueError(
-            "mtp model_args need pretrained=<HF dir or hub id> or config=<config.yaml>[,model=<name>]"
-        )
+        raise ValueError("mtp model_args need pretrained=<HF dir or hub id> or config=<config.yaml>[,model=<name>]")
     return load_model(spec, base_dir=base_dir, checkpoint=checkpoint, device=device, dtype=dtype)

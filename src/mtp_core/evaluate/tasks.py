@@ -71,9 +71,7 @@ def write_task_yaml(task: str, test_path: str | os.PathLike, out_dir: str | os.P
     return out
 
 
-def task_manager_for(
-    task: str, test_path: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None
-):
+def task_manager_for(task: str, test_path: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None):
     """A `TaskManager` that resolves `task`: for a local task, one that sees only its materialised YAML in
     `out_dir` (which must outlive the evaluation); for a built-in, lm-eval's default index."""
     from lm_eval.tasks import TaskManager

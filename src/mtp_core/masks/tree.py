@@ -180,8 +180,10 @@ def candidates_from_topk(topk_ids: torch.Tensor, buffers: TreeBuffers) -> torch.
     """Per-node draft tokens [B, N-1] from per-depth top-k ids [B, max_depth, topk] (Medusa `tree_indices`)."""
     b, d, k = topk_ids.shape
     if k != buffers.topk or d < buffers.max_depth:
-        raise ValueError(f"top-k ids of shape {tuple(topk_ids.shape)} do not fit a tree of depth "
-                         f"{buffers.max_depth} with topk {buffers.topk}")
+        raise ValueError(
+            f"top-k ids of shape {tuple(topk_ids.shape)} do not fit a tree of depth "
+            f"{buffers.max_depth} with topk {buffers.topk}"
+        )
     flat = topk_ids.reshape(b, d * k)
     return flat[:, buffers.tree_indices[1:].to(flat.device) - 1]
 

@@ -19,9 +19,18 @@ from matplotlib.figure import Figure
 from ..io import atomic_path
 
 STYLE = {
-    "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "legend.fontsize": 7, "legend.frameon": False,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
-    "savefig.dpi": 150, "savefig.bbox": "tight", "svg.hashsalt": "mtp-repro",
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "svg.hashsalt": "mtp-repro",
 }
 
 
@@ -49,8 +58,14 @@ def save_figure(fig: Figure, png: str | os.PathLike, pdf: str | os.PathLike | No
 
 
 def grouped_bars(
-    frame: pd.DataFrame, group: str, bar: str, value: str, annotate: str | None = None,
-    annotate_fmt: str = "{:.2f}", ylabel: str | None = None, title: str | None = None,
+    frame: pd.DataFrame,
+    group: str,
+    bar: str,
+    value: str,
+    annotate: str | None = None,
+    annotate_fmt: str = "{:.2f}",
+    ylabel: str | None = None,
+    title: str | None = None,
 ) -> Figure:
     """One cluster per `group` value and one bar per `bar` value (both in order of first appearance), height
     `value`; `annotate` column values are printed above the bars."""
@@ -77,9 +92,19 @@ def grouped_bars(
 
 
 def scatter_tradeoff(
-    frame: pd.DataFrame, x: str, y: str, label: str | None = None, *, group: str = "decoder",
-    order: str | None = None, xerr: str | None = None, yerr: str | None = None, xlabel: str | None = None,
-    ylabel: str | None = None, title: str | None = None, ax: Axes | None = None,
+    frame: pd.DataFrame,
+    x: str,
+    y: str,
+    label: str | None = None,
+    *,
+    group: str = "decoder",
+    order: str | None = None,
+    xerr: str | None = None,
+    yerr: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
 ) -> Figure:
     """`y` against `x`, one line per `group` value (first-appearance order) joining its points in `order`
     (column, ascending; else row order), points annotated with their `label` column (e.g. `tau=0.9`);
@@ -90,9 +115,17 @@ def scatter_tradeoff(
             sub = frame[frame[group] == g]
             if order is not None:
                 sub = sub.sort_values(order, kind="stable")
-            ax.errorbar(sub[x], sub[y], xerr=None if xerr is None else sub[xerr],
-                        yerr=None if yerr is None else sub[yerr], marker="o", markersize=3, capsize=2,
-                        linewidth=1, label=str(g))
+            ax.errorbar(
+                sub[x],
+                sub[y],
+                xerr=None if xerr is None else sub[xerr],
+                yerr=None if yerr is None else sub[yerr],
+                marker="o",
+                markersize=3,
+                capsize=2,
+                linewidth=1,
+                label=str(g),
+            )
             if label is not None:
                 for xv, yv, t in zip(sub[x], sub[y], sub[label]):
                     ax.annotate(str(t), (xv, yv), textcoords="offset points", xytext=(3, 3), fontsize=6)
@@ -109,8 +142,15 @@ def decoding_speed_figure(frame: pd.DataFrame, png: str | os.PathLike, pdf: str 
     parameters), tokens per forward pass printed above each bar."""
     several = frame["run"].nunique() > 1
     frame = frame.assign(group=[f"{r}\n{t}" if several else t for r, t in zip(frame["run"], frame["task"])])
-    fig = grouped_bars(frame, "group", "label", "tokens_per_s", annotate="tokens_per_forward",
-                       ylabel="tokens / s", title="Decoding speed (number above bar: tokens per forward pass)")
+    fig = grouped_bars(
+        frame,
+        "group",
+        "label",
+        "tokens_per_s",
+        annotate="tokens_per_forward",
+        ylabel="tokens / s",
+        title="Decoding speed (number above bar: tokens per forward pass)",
+    )
     save_figure(fig, png, pdf)
 
 

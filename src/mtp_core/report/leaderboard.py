@@ -24,14 +24,41 @@ import pandas as pd
 from .figures import save_figure, style
 from .tables import Table
 
-COLUMNS = ["prompt_set", "row", "paper", "label", "lossless", "n", "tokens_per_s", "speedup", "speedup_modeled",
-           "tokens_per_forward", "tokens_per_forward_std", "forward_passes", "identical", "accuracy",
-           "accuracy_stderr"]
-SHOWN = {"prompt_set": "prompt set", "tokens_per_s": "tok/s", "speedup": "× greedy", "speedup_modeled":
-         "× greedy (modeled)", "tokens_per_forward": "tokens/forward", "forward_passes": "forwards",
-         "identical": "identical to greedy", "accuracy": "accuracy (%)"}
-PAPER_COLOURS = {"base": "tab:gray", "p1": "tab:blue", "p2": "tab:orange", "p3": "tab:green", "p4": "tab:red",
-                 "p5": "tab:purple"}
+COLUMNS = [
+    "prompt_set",
+    "row",
+    "paper",
+    "label",
+    "lossless",
+    "n",
+    "tokens_per_s",
+    "speedup",
+    "speedup_modeled",
+    "tokens_per_forward",
+    "tokens_per_forward_std",
+    "forward_passes",
+    "identical",
+    "accuracy",
+    "accuracy_stderr",
+]
+SHOWN = {
+    "prompt_set": "prompt set",
+    "tokens_per_s": "tok/s",
+    "speedup": "× greedy",
+    "speedup_modeled": "× greedy (modeled)",
+    "tokens_per_forward": "tokens/forward",
+    "forward_passes": "forwards",
+    "identical": "identical to greedy",
+    "accuracy": "accuracy (%)",
+}
+PAPER_COLOURS = {
+    "base": "tab:gray",
+    "p1": "tab:blue",
+    "p2": "tab:orange",
+    "p3": "tab:green",
+    "p4": "tab:red",
+    "p5": "tab:purple",
+}
 
 
 def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -43,15 +70,25 @@ def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
     for r in frame.to_dict("records"):
         label = os.path.basename(r["path"])[: -len(".json")]
         acc = (r["metrics"] or {}).get("accuracy") or {}
-        out.append({
-            "prompt_set": r["task"], "row": titles.get(label, label), "paper": r["paper"], "label": label,
-            "lossless": "yes" if r["lossless"] else "no", "n": r["n"], "tokens_per_s": r["tokens_per_s"],
-            "speedup": r["speedup_vs_greedy"], "speedup_modeled": r["modeled_speedup_vs_greedy"],
-            "tokens_per_forward": r["tokens_per_forward"], "tokens_per_forward_std": r["tokens_per_forward_std"],
-            "forward_passes": r["forward_passes"], "identical": r["identical_fraction"],
-            "accuracy": 100 * acc["value"] if acc.get("value") is not None else math.nan,
-            "accuracy_stderr": 100 * acc["stderr"] if acc.get("stderr") is not None else math.nan,
-        })
+        out.append(
+            {
+                "prompt_set": r["task"],
+                "row": titles.get(label, label),
+                "paper": r["paper"],
+                "label": label,
+                "lossless": "yes" if r["lossless"] else "no",
+                "n": r["n"],
+                "tokens_per_s": r["tokens_per_s"],
+                "speedup": r["speedup_vs_greedy"],
+                "speedup_modeled": r["modeled_speedup_vs_greedy"],
+                "tokens_per_forward": r["tokens_per_forward"],
+                "tokens_per_forward_std": r["tokens_per_forward_std"],
+                "forward_passes": r["forward_passes"],
+                "identical": r["identical_fraction"],
+                "accuracy": 100 * acc["value"] if acc.get("value") is not None else math.nan,
+                "accuracy_stderr": 100 * acc["stderr"] if acc.get("stderr") is not None else math.nan,
+            }
+        )
     sets = list(dict.fromkeys(frame["task"]))
     out.sort(key=lambda x: (sets.index(x["prompt_set"]), order.get(x["label"], len(order))))
     data = pd.DataFrame(out, columns=COLUMNS)
@@ -61,22 +98,35 @@ def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
 
 def leaderboard_table(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) -> Table:
     data = leaderboard_frame(frame, rows)
-    table = Table(data, pm={"tokens_per_forward": "tokens_per_forward_std", "accuracy": "accuracy_stderr"},
-                  digits={"tokens_per_s": 1, "speedup": 2, "speedup_modeled": 2, "tokens_per_forward": 2,
-                          "identical": 2, "accuracy": 1})
+    table = Table(
+        data,
+        pm={"tokens_per_forward": "tokens_per_forward_std", "accuracy": "accuracy_stderr"},
+        digits={
+            "tokens_per_s": 1,
+            "speedup": 2,
+            "speedup_modeled": 2,
+            "tokens_per_forward": 2,
+            "identical": 2,
+            "accuracy": 1,
+        },
+    )
     return table.rename(SHOWN)
 
 
-def leaderboard_figure(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]], png: str | os.PathLike,
-                       pdf: str | os.PathLike) -> None:
+def leaderboard_figure(
+    frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]], png: str | os.PathLike, pdf: str | os.PathLike
+) -> None:
     """Quality vs measured speedup, a panel per (prompt set, quality measure); one point per row, coloured by
     paper and labelled with the row's title."""
     from matplotlib.figure import Figure
 
     data = leaderboard_frame(frame, rows)
     panels = [(ps, "identical") for ps in dict.fromkeys(data["prompt_set"])]
-    panels += [(ps, "accuracy") for ps in dict.fromkeys(data["prompt_set"])
-               if data.loc[data["prompt_set"] == ps, "accuracy"].notna().any()]
+    panels += [
+        (ps, "accuracy")
+        for ps in dict.fromkeys(data["prompt_set"])
+        if data.loc[data["prompt_set"] == ps, "accuracy"].notna().any()
+    ]
     with style():
         fig = Figure(figsize=(4.2 * len(panels), 3.8), layout="constrained")
         for i, (ps, measure) in enumerate(panels):
@@ -85,8 +135,14 @@ def leaderboard_figure(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]], p
             y = sub[measure] * (100 if measure == "identical" else 1)
             for paper in dict.fromkeys(sub["paper"]):
                 m = sub["paper"] == paper
-                ax.scatter(sub.loc[m, "speedup"], y[m], s=18, color=PAPER_COLOURS.get(paper, "black"), label=paper,
-                           marker="o" if measure == "identical" else "s")
+                ax.scatter(
+                    sub.loc[m, "speedup"],
+                    y[m],
+                    s=18,
+                    color=PAPER_COLOURS.get(paper, "black"),
+                    label=paper,
+                    marker="o" if measure == "identical" else "s",
+                )
             for xv, yv, t in zip(sub["speedup"], y, sub["row"]):
                 ax.annotate(t, (xv, yv), textcoords="offset points", xytext=(3, 3), fontsize=5)
             greedy = sub[sub["label"] == "greedy"]

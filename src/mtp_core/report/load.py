@@ -12,13 +12,40 @@ from typing import Any
 import pandas as pd
 
 STAT_COLUMNS = (
-    "tokens_per_forward", "tokens_per_forward_std", "effective_k", "effective_k_std",
-    "new_tokens_mean", "new_tokens_std", "new_tokens_total", "forward_passes", "tokens_per_s", "wall_s",
-    "identical_fraction", "speedup_vs_greedy", "modeled_speedup_vs_greedy",
+    "tokens_per_forward",
+    "tokens_per_forward_std",
+    "effective_k",
+    "effective_k_std",
+    "new_tokens_mean",
+    "new_tokens_std",
+    "new_tokens_total",
+    "forward_passes",
+    "tokens_per_s",
+    "wall_s",
+    "identical_fraction",
+    "speedup_vs_greedy",
+    "modeled_speedup_vs_greedy",
 )
 RESULT_COLUMNS = (
-    "path", "kind", "paper", "run", "model", "task", "decoder", "params_str", "label", "lossless", "n",
-    *STAT_COLUMNS, "scale", "config_hash", "created", "params", "settings", "metrics", "per_category",
+    "path",
+    "kind",
+    "paper",
+    "run",
+    "model",
+    "task",
+    "decoder",
+    "params_str",
+    "label",
+    "lossless",
+    "n",
+    *STAT_COLUMNS,
+    "scale",
+    "config_hash",
+    "created",
+    "params",
+    "settings",
+    "metrics",
+    "per_category",
 )
 KEY_COLUMNS = ("path", "paper", "run", "model", "task", "decoder", "params_str", "label")
 
@@ -61,8 +88,16 @@ def metrics_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for rec in frame.to_dict("records"):
         for key, m in rec["metrics"].items():
             metric, _, filt = key.partition(",")
-            rows.append({**{c: rec[c] for c in KEY_COLUMNS}, "key": key, "metric": metric,
-                         "filter": filt or "none", "value": _num(m.get("value")), "stderr": _num(m.get("stderr"))})
+            rows.append(
+                {
+                    **{c: rec[c] for c in KEY_COLUMNS},
+                    "key": key,
+                    "metric": metric,
+                    "filter": filt or "none",
+                    "value": _num(m.get("value")),
+                    "stderr": _num(m.get("stderr")),
+                }
+            )
     return pd.DataFrame(rows, columns=[*KEY_COLUMNS, "key", "metric", "filter", "value", "stderr"])
 
 
@@ -107,12 +142,25 @@ def _flatten(path: str, r: dict) -> dict:
         _stats(path, stats, f"per_category[{cat!r}]")
     params_str = format_params(params)
     return {
-        "path": path, "kind": r["kind"], "paper": r.get("paper"), "run": r["run"], "model": r["model"],
-        "task": r["task"], "decoder": name, "params_str": params_str,
-        "label": f"{name} ({params_str})" if params_str else name, "lossless": dec.get("lossless"),
-        "n": _field(path, r, "n", int), **_stats(path, _field(path, r, "decode_stats", dict)),
-        "scale": r.get("scale"), "config_hash": r.get("config_hash"), "created": r.get("created"),
-        "params": params, "settings": r.get("settings") or {}, "metrics": metrics, "per_category": per_category,
+        "path": path,
+        "kind": r["kind"],
+        "paper": r.get("paper"),
+        "run": r["run"],
+        "model": r["model"],
+        "task": r["task"],
+        "decoder": name,
+        "params_str": params_str,
+        "label": f"{name} ({params_str})" if params_str else name,
+        "lossless": dec.get("lossless"),
+        "n": _field(path, r, "n", int),
+        **_stats(path, _field(path, r, "decode_stats", dict)),
+        "scale": r.get("scale"),
+        "config_hash": r.get("config_hash"),
+        "created": r.get("created"),
+        "params": params,
+        "settings": r.get("settings") or {},
+        "metrics": metrics,
+        "per_category": per_category,
     }
 
 
@@ -138,11 +186,16 @@ def _stats(path: str, s: Any, where: str = "decode_stats") -> dict[str, float]:
     tpf, ek, new = sub("tokens_per_forward"), sub("effective_k"), sub("new_tokens")
     try:
         return {
-            "tokens_per_forward": _num(tpf.get("mean")), "tokens_per_forward_std": _num(tpf.get("std")),
-            "effective_k": _num(ek.get("mean")), "effective_k_std": _num(ek.get("std")),
-            "new_tokens_mean": _num(new.get("mean")), "new_tokens_std": _num(new.get("std")),
-            "new_tokens_total": _num(new.get("total")), "forward_passes": _num(s.get("forward_passes")),
-            "tokens_per_s": _num(s.get("tokens_per_s")), "wall_s": _num(s.get("wall_s")),
+            "tokens_per_forward": _num(tpf.get("mean")),
+            "tokens_per_forward_std": _num(tpf.get("std")),
+            "effective_k": _num(ek.get("mean")),
+            "effective_k_std": _num(ek.get("std")),
+            "new_tokens_mean": _num(new.get("mean")),
+            "new_tokens_std": _num(new.get("std")),
+            "new_tokens_total": _num(new.get("total")),
+            "forward_passes": _num(s.get("forward_passes")),
+            "tokens_per_s": _num(s.get("tokens_per_s")),
+            "wall_s": _num(s.get("wall_s")),
             "identical_fraction": _num(s.get("identical_fraction")),
             "speedup_vs_greedy": _num(s.get("speedup_vs_greedy")),
             "modeled_speedup_vs_greedy": _num(s.get("modeled_speedup_vs_greedy")),

@@ -47,8 +47,12 @@ class Table:
     def rename(self, columns: dict[str, str]) -> Table:
         """A copy with columns renamed everywhere (data, pm, digits)."""
         r = lambda c: columns.get(c, c)  # noqa: E731
-        return Table(self.data.rename(columns=columns), {r(m): r(e) for m, e in self.pm.items()},
-                     {r(c): d for c, d in self.digits.items()}, self.default_digits)
+        return Table(
+            self.data.rename(columns=columns),
+            {r(m): r(e) for m, e in self.pm.items()},
+            {r(c): d for c, d in self.digits.items()},
+            self.default_digits,
+        )
 
 
 def format_pm(mean: Any, err: Any = None, digits: int = 3) -> str:
@@ -123,10 +127,22 @@ def decoding_table(frame: pd.DataFrame, references: Sequence[str] = REFERENCE_DE
     (model, run, prompt set) in order of first appearance, decoders in input order within a group."""
     group = ["model", "run", "task"]
     frame = _group_rows(frame, group)
-    data = frame[[*group, "decoder", "params_str", "n", "tokens_per_s", "tokens_per_forward",
-                  "tokens_per_forward_std", "forward_passes", "new_tokens_mean"]]
+    data = frame[
+        [
+            *group,
+            "decoder",
+            "params_str",
+            "n",
+            "tokens_per_s",
+            "tokens_per_forward",
+            "tokens_per_forward_std",
+            "forward_passes",
+            "new_tokens_mean",
+        ]
+    ]
     data = data.rename(columns={"task": "prompt_set", "params_str": "params"}).astype(
-        {"n": "Int64", "forward_passes": "Int64"})
+        {"n": "Int64", "forward_passes": "Int64"}
+    )
     keys = list(zip(*(frame[g] for g in group)))
     for ref in references:
         speed: dict[tuple, float] = {}
@@ -135,22 +151,30 @@ def decoding_table(frame: pd.DataFrame, references: Sequence[str] = REFERENCE_DE
                 if key in speed:
                     raise ValueError(f"decoding_table: several {ref!r} results for (model, run, prompt set) {key}")
                 speed[key] = tps
-        data[f"speedup_vs_{ref.replace('-', '_')}"] = [_ratio(t, speed.get(k, math.nan))
-                                                       for k, t in zip(keys, frame["tokens_per_s"])]
-    return Table(data.reset_index(drop=True), {"tokens_per_forward": "tokens_per_forward_std"},
-                 {"tokens_per_s": 1, "new_tokens_mean": 1, **{c: 2 for c in data if c.startswith("speedup_")}}, 2)
+        data[f"speedup_vs_{ref.replace('-', '_')}"] = [
+            _ratio(t, speed.get(k, math.nan)) for k, t in zip(keys, frame["tokens_per_s"])
+        ]
+    return Table(
+        data.reset_index(drop=True),
+        {"tokens_per_forward": "tokens_per_forward_std"},
+        {"tokens_per_s": 1, "new_tokens_mean": 1, **{c: 2 for c in data if c.startswith("speedup_")}},
+        2,
+    )
 
 
 def evaluation_table(metrics: pd.DataFrame, frame: pd.DataFrame, digits: int = 3) -> Table:
     """One row per (run, decoder, params); per task the primary metric (`exact_match,flexible-extract` if the
     task has it, else its first metric) as `<task>/<metric key>` ± `_stderr`, and `<task>/effective_k` ± `_std`."""
-    primary = {t: PRIMARY_METRIC if PRIMARY_METRIC in set(g["key"]) else g["key"].iloc[0]
-               for t, g in metrics.groupby("task", sort=False)}
+    primary = {
+        t: PRIMARY_METRIC if PRIMARY_METRIC in set(g["key"]) else g["key"].iloc[0]
+        for t, g in metrics.groupby("task", sort=False)
+    }
     chosen = metrics[metrics["key"] == metrics["task"].map(primary)]
     long = chosen[["path", "value", "stderr"]].merge(frame.drop(columns="params"), on="path", validate="1:1")
     long = long.rename(columns={"params_str": "params"})
-    table = pivot_pm(long, ["run", "decoder", "params"], "task", ["value", "effective_k"],
-                     ["stderr", "effective_k_std"], digits)
+    table = pivot_pm(
+        long, ["run", "decoder", "params"], "task", ["value", "effective_k"], ["stderr", "effective_k_std"], digits
+    )
     names = {}
     for t, k in primary.items():
         names |= {f"{t}/value": f"{t}/{k}", f"{t}/stderr": f"{t}/{k}_stderr"}

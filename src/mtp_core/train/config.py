@@ -72,8 +72,10 @@ class TrainConfig:
         if self.micro_batch_size < 1 or self.global_batch_size < 1:
             bad("micro_batch_size", "batch sizes must be positive")
         if self.global_batch_size % self.micro_batch_size:
-            bad("global_batch_size", f"{self.global_batch_size} is not a multiple of micro_batch_size "
-                f"{self.micro_batch_size}")
+            bad(
+                "global_batch_size",
+                f"{self.global_batch_size} is not a multiple of micro_batch_size {self.micro_batch_size}",
+            )
         if self.schedule not in SCHEDULES:
             bad("schedule", f"{self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         if self.precision not in PRECISIONS:

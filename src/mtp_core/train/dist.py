@@ -177,16 +177,23 @@ class FSDPDist(DDPDist):
 
     name = "fsdp"
 
-    def __init__(self, device_type: str = "cpu", replicate: int = 1, param_dtype: torch.dtype | None = None,
-                 reduce_dtype: torch.dtype | None = None, reshard_after_forward: bool = True):
+    def __init__(
+        self,
+        device_type: str = "cpu",
+        replicate: int = 1,
+        param_dtype: torch.dtype | None = None,
+        reduce_dtype: torch.dtype | None = None,
+        reshard_after_forward: bool = True,
+    ):
         super().__init__()
         from torch.distributed.device_mesh import init_device_mesh
 
         if replicate < 1 or self.world_size % replicate:
             raise ValueError(f"fsdp: replicate={replicate} does not divide the world size {self.world_size}")
         if replicate > 1:
-            self.mesh = init_device_mesh(device_type, (replicate, self.world_size // replicate),
-                                         mesh_dim_names=("replicate", "shard"))
+            self.mesh = init_device_mesh(
+                device_type, (replicate, self.world_size // replicate), mesh_dim_names=("replicate", "shard")
+            )
         else:
             self.mesh = init_device_mesh(device_type, (self.world_size,))
         self.param_dtype, self.reduce_dtype = param_dtype, reduce_dtype
@@ -304,6 +311,12 @@ def init_process_group(backend: str = "auto", device: torch.device | None = None
     if backend == "nccl" and device is not None and device.type == "cuda":
         kw["device_id"] = device
     dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(minutes=timeout_min), **kw)
-    log.info("process group up: rank %d of %d (%s, master %s:%s)", dist.get_rank(), dist.get_world_size(), backend,
-             os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+    log.info(
+        "process group up: rank %d of %d (%s, master %s:%s)",
+        dist.get_rank(),
+        dist.get_world_size(),
+        backend,
+        os.environ.get("MASTER_ADDR"),
+        os.environ.get("MASTER_PORT"),
+    )
     return backend

@@ -243,8 +243,13 @@ def train(
             step_fn.load_state_dict(state["step_fn"])
         for key in ("global_batch_size", "micro_batch_size", "seed"):
             if state.get("config", {}).get(key, getattr(cfg, key)) != getattr(cfg, key):
-                log.warning("resuming %s with %s=%s (checkpoint has %s): data order changes", ckpt, key,
-                            getattr(cfg, key), state["config"][key])
+                log.warning(
+                    "resuming %s with %s=%s (checkpoint has %s): data order changes",
+                    ckpt,
+                    key,
+                    getattr(cfg, key),
+                    state["config"][key],
+                )
         start = resumed_from = int(state["step"])
         tokens_total = int(state.get("tokens_total", 0))
         if rng is not None:
@@ -255,9 +260,12 @@ def train(
 
     exporter = export_fn or getattr(step_fn, "export", None) or (lambda m, p: export_hf(m, p))
     columns = _columns(step_fn)
-    metric_cols = columns[len(BASE_COLUMNS):]
-    curves = CurveWriter(out_dir / "curves.csv", columns, resume_step=start if ckpt is not None else None) \
-        if dist.is_main else None
+    metric_cols = columns[len(BASE_COLUMNS) :]
+    curves = (
+        CurveWriter(out_dir / "curves.csv", columns, resume_step=start if ckpt is not None else None)
+        if dist.is_main
+        else None
+    )
 
     def save_state(step: int) -> None:
         state = {
@@ -269,8 +277,16 @@ def train(
             "step_fn": step_fn.state_dict() if hasattr(step_fn, "state_dict") else None,
             "config": cfg.as_dict(),
         }
-        save_checkpoint(ckpt_root, step, state, rank=dist.rank, is_main=dist.is_main, barrier=dist.barrier,
-                        keep_last=cfg.keep_last, meta={"tokens_total": tokens_total, "config": cfg.as_dict()})
+        save_checkpoint(
+            ckpt_root,
+            step,
+            state,
+            rank=dist.rank,
+            is_main=dist.is_main,
+            barrier=dist.barrier,
+            keep_last=cfg.keep_last,
+            meta={"tokens_total": tokens_total, "config": cfg.as_dict()},
+        )
 
     def export(step: int | None) -> Path | None:
         path = out_dir / (cfg.final_dir if step is None else f"exports/{step_dir_name(step)}")
@@ -307,11 +323,23 @@ def train(
             mcnt = torch.zeros(len(metric_cols), dtype=torch.float64, device=dev)
             for i in range(n_micro):
                 chunk = chunk0 + i
-                spec = MicroBatchSpec(step=step, chunk=chunk, start=step * cfg.global_batch_size
-                                      + chunk * cfg.micro_batch_size, size=cfg.micro_batch_size)
+                spec = MicroBatchSpec(
+                    step=step,
+                    chunk=chunk,
+                    start=step * cfg.global_batch_size + chunk * cfg.micro_batch_size,
+                    size=cfg.micro_batch_size,
+                )
                 batch = to_device(batches.micro_batch(spec), dev)
-                ctx = StepContext(step=step, chunk=chunk, micro_index=i, n_micro=n_micro, device=dev,
-                                  rank=dist.rank, world_size=dist.world_size, autocast_dtype=ac_dtype)
+                ctx = StepContext(
+                    step=step,
+                    chunk=chunk,
+                    micro_index=i,
+                    n_micro=n_micro,
+                    device=dev,
+                    rank=dist.rank,
+                    world_size=dist.world_size,
+                    autocast_dtype=ac_dtype,
+                )
                 with dist.no_sync(wrapped, last=i == n_micro - 1):
                     ac = torch.autocast(dev.type, dtype=ac_dtype) if ac_dtype else contextlib.nullcontext()
                     with ac:
@@ -327,9 +355,17 @@ def train(
                         num, den = _metric_pair(v)
                         msum[j] += torch.as_tensor(num, dtype=torch.float64, device=dev)
                         mcnt[j] += den
-            packed = dist.all_reduce_sum(torch.cat([torch.stack([loss_sum, weight_sum,
-                                                                 torch.tensor(float(tokens), dtype=torch.float64,
-                                                                              device=dev)]), msum, mcnt]))
+            packed = dist.all_reduce_sum(
+                torch.cat(
+                    [
+                        torch.stack(
+                            [loss_sum, weight_sum, torch.tensor(float(tokens), dtype=torch.float64, device=dev)]
+                        ),
+                        msum,
+                        mcnt,
+                    ]
+                )
+            )
             g_loss, g_weight, g_tokens = packed[0], packed[1], int(packed[2].item())
             scale = dist.world_size / max(float(g_weight), 1e-12)  # DDP averaged over ranks; undo, divide by total
             grads = [p.grad for p in params if p.grad is not None]
@@ -346,9 +382,17 @@ def train(
             tokens_total += g_tokens
             done = step + 1
             now = time.perf_counter()
-            row = {"step": done, "lr": lr, "loss": float(g_loss / max(float(g_weight), 1e-12)),
-                   "grad_norm": grad_norm, "weight": float(g_weight), "tokens": g_tokens,
-                   "tokens_total": tokens_total, "step_s": now - t0, "elapsed_s": now - t_loop}
+            row = {
+                "step": done,
+                "lr": lr,
+                "loss": float(g_loss / max(float(g_weight), 1e-12)),
+                "grad_norm": grad_norm,
+                "weight": float(g_weight),
+                "tokens": g_tokens,
+                "tokens_total": tokens_total,
+                "step_s": now - t0,
+                "elapsed_s": now - t_loop,
+            }
             m = packed[3:].tolist()
             nm = len(metric_cols)
             for j, name in enumerate(metric_cols):
@@ -359,8 +403,15 @@ def train(
                 bar.update(1)
                 bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}")
             if dist.is_main and cfg.log_every and (done % cfg.log_every == 0 or done == cfg.max_steps):
-                log.info("step %d/%d loss %.4f lr %.3g grad_norm %.3g tokens %d", done, cfg.max_steps,
-                         row["loss"], lr, grad_norm, tokens_total)
+                log.info(
+                    "step %d/%d loss %.4f lr %.3g grad_norm %.3g tokens %d",
+                    done,
+                    cfg.max_steps,
+                    row["loss"],
+                    lr,
+                    grad_norm,
+                    tokens_total,
+                )
             if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.max_steps:
                 save_state(done)
                 last_saved = done
@@ -388,10 +439,25 @@ def train(
             curves.close()
     elapsed = time.perf_counter() - t_start
     if dist.is_main:
-        atomic_write_json(out_dir / "train_summary.json", {
-            "steps": cfg.max_steps, "resumed_from": resumed_from, "tokens_total": tokens_total,
-            "elapsed_s": elapsed, "final_dir": str(final), "last_row": row, "config": cfg.as_dict(),
-            "device": str(dev), "world_size": dist.world_size,
-        })
-    return TrainResult(steps=cfg.max_steps, resumed_from=resumed_from, tokens_total=tokens_total,
-                       final_dir=final, last_row=row, elapsed_s=elapsed)
+        atomic_write_json(
+            out_dir / "train_summary.json",
+            {
+                "steps": cfg.max_steps,
+                "resumed_from": resumed_from,
+                "tokens_total": tokens_total,
+                "elapsed_s": elapsed,
+                "final_dir": str(final),
+                "last_row": row,
+                "config": cfg.as_dict(),
+                "device": str(dev),
+                "world_size": dist.world_size,
+            },
+        )
+    return TrainResult(
+        steps=cfg.max_steps,
+        resumed_from=resumed_from,
+        tokens_total=tokens_total,
+        final_dir=final,
+        last_row=row,
+        elapsed_s=elapsed,
+    )

@@ -49,8 +49,14 @@ class WarmupSchedule:
     A callable object (not a lambda) so that `LambdaLR.state_dict()` saves it with the scheduler state.
     """
 
-    def __init__(self, warmup_steps: int, schedule: str = "constant", max_steps: int = 0,
-                 min_lr_ratio: float = 0.0, warmup_from_zero: bool = False):
+    def __init__(
+        self,
+        warmup_steps: int,
+        schedule: str = "constant",
+        max_steps: int = 0,
+        min_lr_ratio: float = 0.0,
+        warmup_from_zero: bool = False,
+    ):
         self.warmup_steps = int(warmup_steps)
         self.schedule = schedule
         self.max_steps = int(max_steps)

@@ -101,11 +101,18 @@ def encode_rows(rows: Sequence[dict], tokenizer: Any, cfg: SFTConfig, template: 
         if start < min(len(ids), cfg.max_tokens):
             out.append((ids[: cfg.max_tokens], start))
     if diverged:
-        log.warning("SFT data: in %d row(s) the rendered example departs from the rendered prompt before the "
-                    "prompt's last token; their loss starts there", diverged)
+        log.warning(
+            "SFT data: in %d row(s) the rendered example departs from the rendered prompt before the "
+            "prompt's last token; their loss starts there",
+            diverged,
+        )
     if len(out) < len(full):
-        log.warning("SFT data: %d of %d row(s) dropped: the prompt fills max_tokens %d", len(full) - len(out),
-                    len(full), cfg.max_tokens)
+        log.warning(
+            "SFT data: %d of %d row(s) dropped: the prompt fills max_tokens %d",
+            len(full) - len(out),
+            len(full),
+            cfg.max_tokens,
+        )
     if not out:
         raise ValueError(f"no row keeps a response token within max_tokens {cfg.max_tokens}")
     return out
@@ -143,8 +150,9 @@ def sft_loss(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
         raise ValueError("a micro-batch without supervised tokens (every response truncated away?)")
     first = int(supervised.any(0).nonzero()[0])
     keep = torch.arange(first, targets.shape[1], device=targets.device)
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
-                   logits_to_keep=keep).logits
+    logits = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False, logits_to_keep=keep
+    ).logits
     ce = token_cross_entropy(logits, targets[:, first:].clamp(min=0))
     return ce[supervised[:, first:]].mean(), n
 
@@ -159,8 +167,12 @@ class SFTStep:
 
     def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], ctx: StepContext) -> StepOutput:
         loss, n = sft_loss(model, batch)
-        return StepOutput(loss=loss, weight=float(n), metrics={"sft_tokens": (float(n), 1.0)},
-                          tokens=int(batch["attention_mask"].sum()))
+        return StepOutput(
+            loss=loss,
+            weight=float(n),
+            metrics={"sft_tokens": (float(n), 1.0)},
+            tokens=int(batch["attention_mask"].sum()),
+        )
 
     def export(self, model: torch.nn.Module, path: str | os.PathLike) -> Path:
         return export_hf(model, path, self.tokenizer)
@@ -184,11 +196,25 @@ def train_sft(
     template = resolve_template(cfg.template, loaded.chat_template)
     examples = encode_rows(rows, tok, cfg, template)
     cut = sum(len(ids) == cfg.max_tokens for ids, _ in examples)
-    log.info("SFT data: %d rows, template %s, loss on %s, %d row(s) reach max_tokens %d", len(examples), template,
-             cfg.loss_on, cut, cfg.max_tokens)
+    log.info(
+        "SFT data: %d rows, template %s, loss on %s, %d row(s) reach max_tokens %d",
+        len(examples),
+        template,
+        cfg.loss_on,
+        cut,
+        cfg.max_tokens,
+    )
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
-    return train(SFTStep(tok), loaded.model, SFTBatches(examples, pad_id, cfg), tc, out_dir, dist=dist,
-                 device=device, callbacks=callbacks)
+    return train(
+        SFTStep(tok),
+        loaded.model,
+        SFTBatches(examples, pad_id, cfg),
+        tc,
+        out_dir,
+        dist=dist,
+        device=device,
+        callbacks=callbacks,
+    )
 
 
 # ------------------------------------------------------------------------------------- launcher method `sft`
@@ -211,5 +237,13 @@ def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callb
     from .launch.methods import load_model_and_rows
 
     loaded, rows = load_model_and_rows(settings)
-    return train_sft(loaded, rows, settings.get("sft") or {}, settings["train"], run_dir, device=device, dist=dist,
-                     callbacks=callbacks)
+    return train_sft(
+        loaded,
+        rows,
+        settings.get("sft") or {},
+        settings["train"],
+        run_dir,
+        device=device,
+        dist=dist,
+        callbacks=callbacks,
+    )

@@ -17,7 +17,13 @@ PAPER = Paper(
     check=plan.check,
     targets=plan.all_targets,
     leaderboard=plan.leaderboard_entries,
-    methods=(Method("p1", "mtp_core.papers.p1.train:launch_entry", "mtp_core.papers.p1.train:launch_check",
-                    "mtp_core.papers.p1.plan:from_config"),),
+    methods=(
+        Method(
+            "p1",
+            "mtp_core.papers.p1.train:launch_entry",
+            "mtp_core.papers.p1.train:launch_check",
+            "mtp_core.papers.p1.plan:from_config",
+        ),
+    ),
     decoders=(StaticKDecoder, ConfAdaptDecoder),
 )

@@ -59,11 +59,20 @@ def confidence_vs_teacher_loss(
     out: list[pd.DataFrame] = []
     try:
         for b, start in enumerate(range(0, len(tokens), batch_size)):
-            _, offset = draw_k_offset(b, seq_len=seq_len, num_regions=num_regions, k_max=k, k_min=k, seed=seed,
-                                      random_k=False)
-            batch = build_blocked_batch(tokens[start:start + batch_size], lengths=lengths[start:start + batch_size],
-                                        k=k, offset=offset, num_regions=num_regions, seq_len=seq_len,
-                                        mask_id=mask_id, pad_id=pad_id, eos_ids=eos_ids)
+            _, offset = draw_k_offset(
+                b, seq_len=seq_len, num_regions=num_regions, k_max=k, k_min=k, seed=seed, random_k=False
+            )
+            batch = build_blocked_batch(
+                tokens[start : start + batch_size],
+                lengths=lengths[start : start + batch_size],
+                k=k,
+                offset=offset,
+                num_regions=num_regions,
+                seq_len=seq_len,
+                mask_id=mask_id,
+                pad_id=pad_id,
+                eos_ids=eos_ids,
+            )
             batch = batch.to(dev) if hasattr(batch, "to") else batch
             res = p1_loss(student, teacher, batch, cfg)
             logp_s = F.log_softmax(res.student_logits.float(), -1)
@@ -73,11 +82,20 @@ def confidence_vs_teacher_loss(
             t_nll = -logp_t.gather(-1, y[..., None]).squeeze(-1)  # [R,k]
             accepted = torch.cumprod((y == res.teacher_tokens).float(), dim=1).sum(1)
             rows, regions = res.regions.nonzero(as_tuple=True)  # row-major, as the loss orders regions
-            out.append(pd.DataFrame({
-                "row": (rows + start).cpu().numpy(), "region": regions.cpu().numpy(), "k": k, "offset": offset,
-                "confidence": conf.mean(1).cpu().numpy(), "confidence_min": conf.min(1).values.cpu().numpy(),
-                "teacher_loss": t_nll.mean(1).cpu().numpy(), "accepted_len": accepted.cpu().numpy(),
-            }))
+            out.append(
+                pd.DataFrame(
+                    {
+                        "row": (rows + start).cpu().numpy(),
+                        "region": regions.cpu().numpy(),
+                        "k": k,
+                        "offset": offset,
+                        "confidence": conf.mean(1).cpu().numpy(),
+                        "confidence_min": conf.min(1).values.cpu().numpy(),
+                        "teacher_loss": t_nll.mean(1).cpu().numpy(),
+                        "accepted_len": accepted.cpu().numpy(),
+                    }
+                )
+            )
     finally:
         student.train(was[0])
         teacher.train(was[1])
@@ -91,10 +109,15 @@ def binned(frame: pd.DataFrame, bins: int = 10, x: str = "confidence", y: str = 
         return pd.DataFrame(columns=["bin", f"{x}_mean", f"{y}_mean", f"{y}_std", f"{y}_sem", "n"])
     codes = pd.qcut(frame[x].rank(method="first"), q=min(bins, len(frame)), labels=False)
     g = frame.groupby(codes)
-    out = pd.DataFrame({
-        "bin": np.arange(g.ngroups), f"{x}_mean": g[x].mean().to_numpy(), f"{y}_mean": g[y].mean().to_numpy(),
-        f"{y}_std": g[y].std(ddof=1).to_numpy(), "n": g.size().to_numpy(),
-    })
+    out = pd.DataFrame(
+        {
+            "bin": np.arange(g.ngroups),
+            f"{x}_mean": g[x].mean().to_numpy(),
+            f"{y}_mean": g[y].mean().to_numpy(),
+            f"{y}_std": g[y].std(ddof=1).to_numpy(),
+            "n": g.size().to_numpy(),
+        }
+    )
     out[f"{y}_sem"] = out[f"{y}_std"] / np.sqrt(out["n"])
     return out
 
@@ -103,5 +126,8 @@ def correlations(frame: pd.DataFrame, x: str = "confidence", y: str = "teacher_l
     """Pearson and Spearman correlation of `x` and `y` over regions (NaN with fewer than 3 regions)."""
     if len(frame) < 3:
         return {"pearson": float("nan"), "spearman": float("nan"), "n": int(len(frame))}
-    return {"pearson": float(frame[x].corr(frame[y])), "spearman": float(frame[x].corr(frame[y], method="spearman")),
-            "n": int(len(frame))}
+    return {
+        "pearson": float(frame[x].corr(frame[y])),
+        "spearman": float(frame[x].corr(frame[y], method="spearman")),
+        "n": int(len(frame)),
+    }

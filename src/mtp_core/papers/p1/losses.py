@@ -62,7 +62,9 @@ ATTENTION = ("auto", "dense", "flex")
 # Eq. (3)
 
 
-def sequence_weighted_nll(student_logits: torch.Tensor, teacher_logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+def sequence_weighted_nll(
+    student_logits: torch.Tensor, teacher_logits: torch.Tensor, tokens: torch.Tensor
+) -> torch.Tensor:
     """Eq. (3) per region: -P_T(y'|x) * log P_S(y'|x) for [R,k,V] logits and the rollout y' [R,k] -> [R].
 
     P(y'|x) = prod_j P(y'_j | x, y'_<j) (Eq. 2); the teacher factor is a detached weight (a "reward").
@@ -205,8 +207,11 @@ def p1_loss(
 
     mask_s = attention_mask_for(student, batch, attention=cfg.attention)
     out = student(
-        input_ids=batch.input_ids, attention_mask=mask_s, position_ids=batch.position_ids,
-        logits_to_keep=keep, use_cache=False,
+        input_ids=batch.input_ids,
+        attention_mask=mask_s,
+        position_ids=batch.position_ids,
+        logits_to_keep=keep,
+        use_cache=False,
     )
     logits = out.logits  # [N_keep, V], row-major over kept slots
     if use_prefix:
@@ -226,8 +231,11 @@ def p1_loss(
             forced = batch.student_forced_inputs(full)
             mask_t = mask_s if not batch.bda else attention_mask_for(teacher, batch, bda=False, attention=cfg.attention)
             t_logits = teacher(
-                input_ids=forced, attention_mask=mask_t, position_ids=batch.position_ids,
-                logits_to_keep=pred_mask, use_cache=False,
+                input_ids=forced,
+                attention_mask=mask_t,
+                position_ids=batch.position_ids,
+                logits_to_keep=pred_mask,
+                use_cache=False,
             ).logits.reshape(R, k, -1)
             t_tokens = t_logits.argmax(-1)
 
@@ -263,8 +271,15 @@ def p1_loss(
     if use_prefix:
         metrics["prefix_tokens"] = (torch.tensor(float(n_prefix)), 1.0)
     return P1LossOutput(
-        loss=loss, weight=float(n_pred), metrics=metrics, student_logits=s_logits, student_tokens=s_tokens,
-        teacher_logits=t_logits, teacher_tokens=t_tokens, regions=regions, terms=terms,
+        loss=loss,
+        weight=float(n_pred),
+        metrics=metrics,
+        student_logits=s_logits,
+        student_tokens=s_tokens,
+        teacher_logits=t_logits,
+        teacher_tokens=t_tokens,
+        regions=regions,
+        terms=terms,
         prefix_logits=prefix_logits if use_prefix else None,
     )
 
@@ -319,8 +334,13 @@ def _metrics(
     return m
 
 
-def metric_names(k_max: int = 16, objective: str = "hard_teacher", prefix: bool = False,
-                 entropy_term: bool = False, per_position: bool = True) -> list[str]:
+def metric_names(
+    k_max: int = 16,
+    objective: str = "hard_teacher",
+    prefix: bool = False,
+    entropy_term: bool = False,
+    per_position: bool = True,
+) -> list[str]:
     """The metric columns `p1_loss` can emit for these settings (the curves CSV header)."""
     names = ["loss_mtp"]
     if entropy_term:

@@ -238,8 +238,13 @@ class BlockedBatch:
         batch = self if device is None else self.to(device)
         dev = batch.input_ids.device
         return create_block_mask(
-            batch.mask_mod(bda=bda), B=self.batch_size, H=None, Q_LEN=self.seq_len, KV_LEN=self.seq_len,
-            device=dev, **kwargs,
+            batch.mask_mod(bda=bda),
+            B=self.batch_size,
+            H=None,
+            Q_LEN=self.seq_len,
+            KV_LEN=self.seq_len,
+            device=dev,
+            **kwargs,
         )
 
     def student_forced_inputs(self, pred_tokens: torch.Tensor) -> torch.Tensor:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
@@ -81,8 +80,14 @@ def run_plan(config: dict, run: str) -> RunPlan:
     steps = set(train.get("save_steps") or []) | set(checkpoint_steps(config, run))
     train["save_steps"] = sorted(steps)
     train.setdefault("threads", config.get("threads"))
-    return RunPlan(name=run, model=r.get("model", s.get("model")), dataset=r.get("dataset", s.get("dataset")),
-                   title=r.get("title") or run, method=method, train=train)
+    return RunPlan(
+        name=run,
+        model=r.get("model", s.get("model")),
+        dataset=r.get("dataset", s.get("dataset")),
+        title=r.get("title") or run,
+        method=method,
+        train=train,
+    )
 
 
 def run_dir(run: str) -> str:
@@ -95,15 +100,19 @@ def run_settings(config: dict, run: str) -> dict:
     `base_stamp` for a fine-tuned model (`model_plan.with_base_stamp`)."""
     plan = run_plan(config, run)
     spec = model_spec(config, plan.model)
-    return with_base_stamp({
-        "model": spec,
-        "base_dir": model_dir(config, plan.model),
-        "data": train_data_path(plan.dataset),
-        "train": plan.train,
-        "p1": plan.method,
-        "mask_seed": int(section(config).get("mask_seed", 0)),
-        "on_bad_row": dataset_on_bad_row(config, plan.dataset),
-    }, config, plan.model)
+    return with_base_stamp(
+        {
+            "model": spec,
+            "base_dir": model_dir(config, plan.model),
+            "data": train_data_path(plan.dataset),
+            "train": plan.train,
+            "p1": plan.method,
+            "mask_seed": int(section(config).get("mask_seed", 0)),
+            "on_bad_row": dataset_on_bad_row(config, plan.dataset),
+        },
+        config,
+        plan.model,
+    )
 
 
 def from_config(config: dict, run: str) -> tuple[dict, dict]:
@@ -216,11 +225,28 @@ def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
     checkpoint, model = f"{run_dir(run)}/model", run_plan(config, run).model
     title = run_plan(config, run).title
     k_max = int(section(config)["decoding"]["conf_adapt"]["k_max"])
-    rows = [LeaderboardEntry("p1", f"p1-{run}-{static_label(k)}", f"P1 {title}, Static k={k}",
-                             {"decoder": "static-k", "k": int(k)}, checkpoint, model) for k in spec.get("static_k", [])]
-    rows += [LeaderboardEntry("p1", f"p1-{run}-{conf_label(t)}", f"P1 {title}, ConfAdapt τ={t:g}",
-                              {"decoder": "conf-adapt", "tau": float(t), "k_max": k_max}, checkpoint, model)
-             for t in spec.get("taus", [])]
+    rows = [
+        LeaderboardEntry(
+            "p1",
+            f"p1-{run}-{static_label(k)}",
+            f"P1 {title}, Static k={k}",
+            {"decoder": "static-k", "k": int(k)},
+            checkpoint,
+            model,
+        )
+        for k in spec.get("static_k", [])
+    ]
+    rows += [
+        LeaderboardEntry(
+            "p1",
+            f"p1-{run}-{conf_label(t)}",
+            f"P1 {title}, ConfAdapt τ={t:g}",
+            {"decoder": "conf-adapt", "tau": float(t), "k_max": k_max},
+            checkpoint,
+            model,
+        )
+        for t in spec.get("taus", [])
+    ]
     return rows
 
 
@@ -270,13 +296,16 @@ def figure_jobs(config: dict, name: str) -> list[EvalJob]:
     if name in PARETO_FIGURES:
         jobs = []
         for run in spec["runs"]:
-            jobs += [EvalJob(baseline_label(_model_of(config, run)), spec["task"], "baseline"),
-                     EvalJob(run, spec["task"], "final")]
+            jobs += [
+                EvalJob(baseline_label(_model_of(config, run)), spec["task"], "baseline"),
+                EvalJob(run, spec["task"], "final"),
+            ]
         return _unique(jobs)
     if name in DYNAMICS_FIGURES:
         run, task = spec["run"], spec["task"]
-        return [EvalJob(run, task, "final")] + [EvalJob(checkpoint_label(run, s), task, "checkpoint")
-                                                 for s in checkpoint_steps(config, run)]
+        return [EvalJob(run, task, "final")] + [
+            EvalJob(checkpoint_label(run, s), task, "checkpoint") for s in checkpoint_steps(config, run)
+        ]
     return []
 
 
@@ -292,10 +321,7 @@ def all_jobs(config: dict) -> list[EvalJob]:
 
 def job_results(config: dict, job: EvalJob) -> list[str]:
     """The result files of one job."""
-    if job.kind == "baseline":
-        labels = [BASELINE_DECODER]
-    else:
-        labels = list(sweep(config, checkpoint=job.kind == "checkpoint"))
+    labels = [BASELINE_DECODER] if job.kind == "baseline" else list(sweep(config, checkpoint=job.kind == "checkpoint"))
     return [result_path(job.label, job.task, lab) for lab in labels]
 
 
@@ -353,14 +379,18 @@ def check(config: dict) -> None:
             raise ConfigError(f"{where}: a run may not be named like a model ({run!r} is a model)")
         plan = run_plan(config, run)
         if plan.model is None or plan.model not in models:
-            raise ConfigError(f"{where}.model: model {plan.model!r} is not declared "
-                              f"(declared: {', '.join(sorted(models))})")
+            raise ConfigError(
+                f"{where}.model: model {plan.model!r} is not declared (declared: {', '.join(sorted(models))})"
+            )
         if plan.dataset is None or plan.dataset not in datasets:
-            raise ConfigError(f"{where}.dataset: dataset {plan.dataset!r} is not declared "
-                              f"(declared: {', '.join(sorted(datasets))})")
+            raise ConfigError(
+                f"{where}.dataset: dataset {plan.dataset!r} is not declared (declared: {', '.join(sorted(datasets))})"
+            )
         if datasets[plan.dataset]["kind"] not in TRAIN_DATA_KINDS:
-            raise ConfigError(f"{where}.dataset: {plan.dataset!r} is of kind {datasets[plan.dataset]['kind']!r}; "
-                              f"paper 1 trains on {', '.join(TRAIN_DATA_KINDS)}")
+            raise ConfigError(
+                f"{where}.dataset: {plan.dataset!r} is of kind {datasets[plan.dataset]['kind']!r}; "
+                f"paper 1 trains on {', '.join(TRAIN_DATA_KINDS)}"
+            )
         try:
             P1Config.from_dict(plan.method)
         except (ValueError, TypeError) as e:
@@ -404,12 +434,16 @@ def check(config: dict) -> None:
             need_task(spec["task"], f"papers.p1.figures.{name}.task")
     fig6 = run_plan(config, s["figures"][CONFIDENCE_FIGURE]["run"])
     if datasets[fig6.dataset]["kind"] not in MATH_KINDS:
-        raise ConfigError(f"papers.p1.figures.fig6.run: run {fig6.name!r} trains on {fig6.dataset!r}, which has no "
-                          "validation split (Figure 6 needs a math dataset)")
+        raise ConfigError(
+            f"papers.p1.figures.fig6.run: run {fig6.name!r} trains on {fig6.dataset!r}, which has no "
+            "validation split (Figure 6 needs a math dataset)"
+        )
     full, reduced = sweep(config), sweep(config, checkpoint=True)
     extra = [lab for lab in reduced if lab not in full]
     if extra:
-        raise ConfigError(f"papers.p1.checkpoints: {', '.join(extra)} are not in the decoding sweep "
-                          "(papers.p1.decoding); the final point of a dynamics curve comes from that sweep")
+        raise ConfigError(
+            f"papers.p1.checkpoints: {', '.join(extra)} are not in the decoding sweep "
+            "(papers.p1.decoding); the final point of a dynamics curve comes from that sweep"
+        )
     if (s.get("leaderboard") or {}).get("run"):
         need_run(s["leaderboard"]["run"], "papers.p1.leaderboard.run")

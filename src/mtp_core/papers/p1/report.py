@@ -35,8 +35,25 @@ STEP_SEP = "@step"
 SCORE_PREFIXES = ("rouge", "bleu", "chrf", "ter", "bertscore", "meteor")
 KIND_ORDER = {"baseline": 0, "static": 1, "conf": 2}
 LONG_COLUMNS = [
-    "path", "label", "run", "step", "model", "task", "kind", "k", "tau", "setting", "order", "metric", "percent",
-    "value", "stderr", "effective_k", "effective_k_std", "n", "chat_template",
+    "path",
+    "label",
+    "run",
+    "step",
+    "model",
+    "task",
+    "kind",
+    "k",
+    "tau",
+    "setting",
+    "order",
+    "metric",
+    "percent",
+    "value",
+    "stderr",
+    "effective_k",
+    "effective_k_std",
+    "n",
+    "chat_template",
 ]
 
 
@@ -93,13 +110,29 @@ def p1_frame(frame: pd.DataFrame, metrics: Mapping[str, str | None] | None = Non
         ek, eks = rec["effective_k"], rec["effective_k_std"]
         if kind == "baseline" and (ek is None or math.isnan(ek)):
             ek = 1.0
-        rows.append({
-            "path": rec["path"], "label": rec["run"], "run": run, "step": step, "model": rec["model"],
-            "task": rec["task"], "kind": kind, "k": k, "tau": tau, "setting": setting_label(kind, k, tau),
-            "order": (KIND_ORDER[kind], k or 0, -(tau or 0.0)), "metric": key, "percent": pct, "value": value,
-            "stderr": stderr, "effective_k": ek, "effective_k_std": eks, "n": rec["n"],
-            "chat_template": (rec.get("settings") or {}).get("apply_chat_template"),
-        })
+        rows.append(
+            {
+                "path": rec["path"],
+                "label": rec["run"],
+                "run": run,
+                "step": step,
+                "model": rec["model"],
+                "task": rec["task"],
+                "kind": kind,
+                "k": k,
+                "tau": tau,
+                "setting": setting_label(kind, k, tau),
+                "order": (KIND_ORDER[kind], k or 0, -(tau or 0.0)),
+                "metric": key,
+                "percent": pct,
+                "value": value,
+                "stderr": stderr,
+                "effective_k": ek,
+                "effective_k_std": eks,
+                "n": rec["n"],
+                "chat_template": (rec.get("settings") or {}).get("apply_chat_template"),
+            }
+        )
     return pd.DataFrame(rows, columns=LONG_COLUMNS)
 
 
@@ -165,14 +198,22 @@ def p1_table(
             raise ValueError(f"p1 table: no step-0 baseline of model {model!r} (run {run!r})")
         settings = pd.concat([b, sub]).drop_duplicates("setting").sort_values("order", kind="stable")
         for s in settings.to_dict("records"):
-            row = {"block": block, "run": run, "model": model, "setting": s["setting"], "kind": s["kind"],
-                   "k": s["k"], "tau": s["tau"]}
+            row = {
+                "block": block,
+                "run": run,
+                "model": model,
+                "setting": s["setting"],
+                "kind": s["kind"],
+                "k": s["k"],
+                "tau": s["tau"],
+            }
             src = b if s["kind"] == "baseline" else sub
             for t in tasks:
                 cell = src[(src["task"] == t) & (src["setting"] == s["setting"])]
                 if len(cell) > 1:
-                    raise ValueError(f"p1 table: several results for {run!r} {t!r} {s['setting']!r}: "
-                                     f"{', '.join(cell['path'])}")
+                    raise ValueError(
+                        f"p1 table: several results for {run!r} {t!r} {s['setting']!r}: {', '.join(cell['path'])}"
+                    )
                 c = cell.iloc[0] if len(cell) else None
                 h = headers[t][0]
                 row[h] = c["value"] if c is not None else math.nan
@@ -191,8 +232,11 @@ def p1_table(
         digits[h] = 1 if pct else 3
         digits[f"{t} Eff. k"] = 2
     digits["tau"] = 3
-    shown = ["block", "setting", *[c for t in tasks for c in (headers[t][0], f"{headers[t][0]} stderr",
-                                                              f"{t} Eff. k", f"{t} Eff. k std")]]
+    shown = [
+        "block",
+        "setting",
+        *[c for t in tasks for c in (headers[t][0], f"{headers[t][0]} stderr", f"{t} Eff. k", f"{t} Eff. k std")],
+    ]
     hidden = [c for c in data.columns if c not in shown]
     md = ["block", "setting", *[c for t in tasks for c in (headers[t][0], f"{t} Eff. k")]]
     return P1Table(data[shown + hidden], pm, digits, default_digits=2, md_columns=md)
@@ -207,14 +251,35 @@ def _pareto_panel(ax: Any, sub: pd.DataFrame, baseline: pd.DataFrame, title: str
     for part, name, marker in ((static, "Static", "s"), (conf, "ConfAdapt", "o")):
         if part.empty:
             continue
-        ax.errorbar(part["effective_k"], part["value"], yerr=part["stderr"], marker=marker, markersize=3,
-                    capsize=2, linewidth=1, label=name)
+        ax.errorbar(
+            part["effective_k"],
+            part["value"],
+            yerr=part["stderr"],
+            marker=marker,
+            markersize=3,
+            capsize=2,
+            linewidth=1,
+            label=name,
+        )
         for xv, yv, r in zip(part["effective_k"], part["value"], part.to_dict("records")):
-            ax.annotate(short_label(r["kind"], r["k"], r["tau"]), (xv, yv), textcoords="offset points",
-                        xytext=(3, 3), fontsize=5)
+            ax.annotate(
+                short_label(r["kind"], r["k"], r["tau"]),
+                (xv, yv),
+                textcoords="offset points",
+                xytext=(3, 3),
+                fontsize=5,
+            )
     if not baseline.empty:
-        ax.errorbar(baseline["effective_k"], baseline["value"], yerr=baseline["stderr"], marker="*",
-                    markersize=7, linestyle="none", color="black", label=BASELINE_LABEL)
+        ax.errorbar(
+            baseline["effective_k"],
+            baseline["value"],
+            yerr=baseline["stderr"],
+            marker="*",
+            markersize=7,
+            linestyle="none",
+            color="black",
+            label=BASELINE_LABEL,
+        )
     if sub.empty and baseline.empty:
         ax.text(0.5, 0.5, "no results", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("acceleration factor (effective k)")
@@ -232,8 +297,14 @@ def _ylabel(long: pd.DataFrame, task: str | None) -> str:
 
 
 def pareto_figure(
-    frame: pd.DataFrame, png: str | os.PathLike, pdf: str | os.PathLike, *, runs: Sequence[str] | None = None,
-    task: str | None = None, metric: str | None = None, titles: Mapping[str, str] | None = None,
+    frame: pd.DataFrame,
+    png: str | os.PathLike,
+    pdf: str | os.PathLike,
+    *,
+    runs: Sequence[str] | None = None,
+    task: str | None = None,
+    metric: str | None = None,
+    titles: Mapping[str, str] | None = None,
     title: str | None = None,
 ) -> Figure:
     """Figures 5 and 9: accuracy vs acceleration (effective k) of the final students, Static k and ConfAdapt τ
@@ -260,9 +331,16 @@ def pareto_figure(
 
 
 def dynamics_figure(
-    frame: pd.DataFrame, png: str | os.PathLike, pdf: str | os.PathLike, *, run: str | None = None,
-    task: str | None = None, metric: str | None = None, final_step: int | None = None,
-    titles: Mapping[str, str] | None = None, title: str | None = None,
+    frame: pd.DataFrame,
+    png: str | os.PathLike,
+    pdf: str | os.PathLike,
+    *,
+    run: str | None = None,
+    task: str | None = None,
+    metric: str | None = None,
+    final_step: int | None = None,
+    titles: Mapping[str, str] | None = None,
+    title: str | None = None,
 ) -> Figure:
     """Figures 7-8 and 10-11: (left) the metric and (middle) the acceleration factor over training steps, one line
     per decoder setting evaluated at the checkpoints (`<run>@step<N>`, plus the final model at `final_step`);
@@ -306,7 +384,11 @@ def dynamics_figure(
 
 
 def confidence_figure(
-    analysis: pd.DataFrame, png: str | os.PathLike, pdf: str | os.PathLike, *, bins: int = 10,
+    analysis: pd.DataFrame,
+    png: str | os.PathLike,
+    pdf: str | os.PathLike,
+    *,
+    bins: int = 10,
     title: str | None = None,
 ) -> Figure:
     """Figure 6: teacher loss of the student's k-token rollouts (lower is better) against the student's mean
@@ -320,15 +402,26 @@ def confidence_figure(
         ax = fig.add_subplot()
         ax.scatter(analysis["confidence"], analysis["teacher_loss"], s=3, alpha=0.25, linewidths=0, label="regions")
         if not b.empty:
-            ax.errorbar(b["confidence_mean"], b["teacher_loss_mean"], yerr=b["teacher_loss_sem"], marker="o",
-                        markersize=3, capsize=2, color="black", linewidth=1, label=f"{len(b)} quantile bins")
+            ax.errorbar(
+                b["confidence_mean"],
+                b["teacher_loss_mean"],
+                yerr=b["teacher_loss_sem"],
+                marker="o",
+                markersize=3,
+                capsize=2,
+                color="black",
+                linewidth=1,
+                label=f"{len(b)} quantile bins",
+            )
         else:
             ax.text(0.5, 0.5, "no regions", ha="center", va="center", transform=ax.transAxes)
         ax.set_xlabel("student confidence (mean top-1 probability over k positions)")
         ax.set_ylabel("teacher loss of the rollout (mean NLL)")
         k = sorted(set(analysis["k"])) if len(analysis) else []
-        ax.set_title((title + "\n" if title else "") + f"k={','.join(map(str, k))}, n={c['n']} regions, "
-                     f"Pearson r={c['pearson']:.2f}, Spearman ρ={c['spearman']:.2f}")
+        ax.set_title(
+            (title + "\n" if title else "") + f"k={','.join(map(str, k))}, n={c['n']} regions, "
+            f"Pearson r={c['pearson']:.2f}, Spearman ρ={c['spearman']:.2f}"
+        )
         ax.legend()
     save_figure(fig, png, pdf)
     return fig
@@ -338,8 +431,15 @@ def _num(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
-
 __all__ = [
-    "BASELINE_LABEL", "P1Table", "classify", "confidence_figure", "dynamics_figure",
-    "is_percent", "p1_frame", "p1_table", "pareto_figure", "setting_label",
+    "BASELINE_LABEL",
+    "P1Table",
+    "classify",
+    "confidence_figure",
+    "dynamics_figure",
+    "is_percent",
+    "p1_frame",
+    "p1_table",
+    "pareto_figure",
+    "setting_label",
 ]

@@ -38,8 +38,8 @@ import torch
 from ...config import section_keys
 from ...data.rows import TEMPLATES, render_example, resolve_template
 from ...train.checkpoint import export_hf
-from ...train.launch.methods import check_model_data_train, load_model_and_rows
 from ...train.config import TrainConfig
+from ...train.launch.methods import check_model_data_train, load_model_and_rows
 from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, resolve_device, train
 from .losses import P1LossConfig, metric_names, p1_loss
 from .masks import BlockedBatch, blocked_layout, build_blocked_batch, draw_k_offset
@@ -107,7 +107,11 @@ def max_row_tokens(cfg: P1Config) -> int:
 
 
 def encode_examples(
-    rows: Iterable[dict], tokenizer: Any, template: str, max_tokens: int, append_eos: bool = False,
+    rows: Iterable[dict],
+    tokenizer: Any,
+    template: str,
+    max_tokens: int,
+    append_eos: bool = False,
     pad_id: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows -> ([N, max_tokens] token ids padded with `pad_id`, [N] true lengths before truncation)."""
@@ -134,25 +138,51 @@ class P1Batches:
     """The P1 `BatchSource`: micro-batch (step, chunk) = blocked batch of the rows at stream positions
     `spec.start .. start + size` under a (k, offset) drawn for (step, chunk)."""
 
-    def __init__(self, tokens: torch.Tensor, lengths: torch.Tensor, cfg: P1Config, *, mask_id: int, pad_id: int,
-                 eos_ids: Sequence[int] = ()):
+    def __init__(
+        self,
+        tokens: torch.Tensor,
+        lengths: torch.Tensor,
+        cfg: P1Config,
+        *,
+        mask_id: int,
+        pad_id: int,
+        eos_ids: Sequence[int] = (),
+    ):
         self.tokens, self.lengths, self.cfg = tokens, lengths, cfg
         self.mask_id, self.pad_id, self.eos_ids = int(mask_id), int(pad_id), tuple(eos_ids)
         self.order = ShuffledOrder(len(tokens), seed=cfg.seed, shuffle=cfg.shuffle)
 
     def draw(self, step: int, chunk: int) -> tuple[int, int]:
         c = self.cfg
-        return draw_k_offset(step, seq_len=c.seq_len, num_regions=c.num_regions, k_max=c.k_max, k_min=c.k_min,
-                             rank=chunk, seed=c.seed, random_k=c.random_k, random_offset=c.random_offset,
-                             coupled_draw=c.coupled_draw)
+        return draw_k_offset(
+            step,
+            seq_len=c.seq_len,
+            num_regions=c.num_regions,
+            k_max=c.k_max,
+            k_min=c.k_min,
+            rank=chunk,
+            seed=c.seed,
+            random_k=c.random_k,
+            random_offset=c.random_offset,
+            coupled_draw=c.coupled_draw,
+        )
 
     def micro_batch(self, spec: MicroBatchSpec) -> BlockedBatch:
         k, offset = self.draw(spec.step, spec.chunk)
         idx = torch.from_numpy(self.order.indices(spec.start, spec.size))
         c = self.cfg
-        return build_blocked_batch(self.tokens[idx], lengths=self.lengths[idx], k=k, offset=offset,
-                                   num_regions=c.num_regions, seq_len=c.seq_len, mask_id=self.mask_id,
-                                   pad_id=self.pad_id, eos_ids=self.eos_ids, bda=c.bda)
+        return build_blocked_batch(
+            self.tokens[idx],
+            lengths=self.lengths[idx],
+            k=k,
+            offset=offset,
+            num_regions=c.num_regions,
+            seq_len=c.seq_len,
+            mask_id=self.mask_id,
+            pad_id=self.pad_id,
+            eos_ids=self.eos_ids,
+            bda=c.bda,
+        )
 
 
 # ------------------------------------------------------------------------------------------------ step
@@ -178,7 +208,7 @@ def _set_flex(model: Any) -> bool:
     try:
         model.set_attn_implementation("flex_attention")
         return True
-    except Exception as e:  # noqa: BLE001 - any failure falls back to the dense mask
+    except Exception as e:
         log.warning("flex_attention unavailable (%s); using dense masks", e)
         return False
 
@@ -190,8 +220,9 @@ class P1Step:
     any training (or loading of a trained state) touches the student.
     """
 
-    def __init__(self, student: torch.nn.Module, cfg: P1Config, *, tokenizer: Any = None,
-                 teacher: torch.nn.Module | None = None):
+    def __init__(
+        self, student: torch.nn.Module, cfg: P1Config, *, tokenizer: Any = None, teacher: torch.nn.Module | None = None
+    ):
         self.cfg = cfg
         self.tokenizer = tokenizer
         if teacher is None and cfg.loss.needs_teacher:
@@ -200,8 +231,9 @@ class P1Step:
         self.teacher = teacher
         self._fingerprint = fingerprint(teacher) if teacher is not None else None
         lc = cfg.loss
-        self.metric_names = metric_names(cfg.k_max, lc.objective, lc.prefix_weight > 0, lc.entropy_weight != 0,
-                                         lc.per_position_metrics)
+        self.metric_names = metric_names(
+            cfg.k_max, lc.objective, lc.prefix_weight > 0, lc.entropy_weight != 0, lc.per_position_metrics
+        )
 
     def setup(self, device: torch.device, dist: Any) -> None:
         """Called by the loop before training: move the teacher next to the student.
@@ -227,7 +259,11 @@ class P1Step:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state.get("teacher_fingerprint")
-        if saved is not None and self._fingerprint is not None and abs(saved - self._fingerprint) > 1e-6 * max(1.0, abs(saved)):
+        if (
+            saved is not None
+            and self._fingerprint is not None
+            and abs(saved - self._fingerprint) > 1e-6 * max(1.0, abs(saved))
+        ):
             raise ValueError(
                 f"the teacher differs from the one this checkpoint was trained with (fingerprint {self._fingerprint} "
                 f"vs {saved}): build P1Step from the base model, not from a trained student"
@@ -267,8 +303,13 @@ def train_p1(
     template = resolve_template(p1.template, loaded.chat_template)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
     tokens, lengths = encode_examples(rows, tok, template, max_row_tokens(p1), p1.append_eos, pad_id)
-    log.info("P1 data: %d rows, template %s, mean length %.1f tokens (%.0f%% end inside the window)",
-             len(lengths), template, lengths.float().mean(), 100 * (lengths <= max_row_tokens(p1)).float().mean())
+    log.info(
+        "P1 data: %d rows, template %s, mean length %.1f tokens (%.0f%% end inside the window)",
+        len(lengths),
+        template,
+        lengths.float().mean(),
+        100 * (lengths <= max_row_tokens(p1)).float().mean(),
+    )
     step = P1Step(student, p1, tokenizer=tok)
     dev = resolve_device(device)
     step.prepare_student(student, dev)
@@ -292,5 +333,14 @@ def launch_check(settings: dict) -> dict:
 def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
     """In the job: load the base model and rows, then `train_p1` (resumes from `run_dir/checkpoints`)."""
     loaded, rows = load_model_and_rows(settings)
-    return train_p1(loaded, rows, settings.get("p1") or {}, settings["train"], run_dir, device=device,
-                    mask_seed=int(settings.get("mask_seed", 0)), dist=dist, callbacks=callbacks)
+    return train_p1(
+        loaded,
+        rows,
+        settings.get("p1") or {},
+        settings["train"],
+        run_dir,
+        device=device,
+        mask_seed=int(settings.get("mask_seed", 0)),
+        dist=dist,
+        callbacks=callbacks,
+    )

@@ -25,7 +25,8 @@ import torch
 
 from ...decoding.tree import attn_is_eager
 from ...masks.tree import chunk_attention_mask
-from .probing import ProbingDecoder, ema_update
+from .mask_embeddings import ema_update
+from .probing import ProbingDecoder
 
 COLUMNS = ["prompt", "category", "t", "layer", "cosine", "accepted", "rank"]
 
@@ -109,8 +110,17 @@ def alignment_rows(
         rank = int((logits[m_row] > logits[m_row, target]).sum())
         cos = torch.nn.functional.cosine_similarity(hidden[:, m_row], hidden[:, x_row], dim=-1)
         for layer, c in enumerate(cos.tolist()):
-            rows.append({"prompt": prompt_id, "category": category, "t": j + 1, "layer": layer, "cosine": c,
-                         "accepted": rank < topk, "rank": rank})
+            rows.append(
+                {
+                    "prompt": prompt_id,
+                    "category": category,
+                    "t": j + 1,
+                    "layer": layer,
+                    "cosine": c,
+                    "accepted": rank < topk,
+                    "rank": rank,
+                }
+            )
     return rows, consistent
 
 
@@ -118,15 +128,19 @@ def summarize(frame: pd.DataFrame) -> dict[str, Any]:
     """Per layer and outcome (accepted / rejected): mean, std and count of the cosine similarity; plus the mask
     count and acceptance rate (each mask counted once)."""
     masks = frame[frame["layer"] == 0]
-    out: dict[str, Any] = {"masks": int(len(masks)),
-                           "accepted_rate": float(masks["accepted"].mean()) if len(masks) else None,
-                           "layers": {}}
+    out: dict[str, Any] = {
+        "masks": int(len(masks)),
+        "accepted_rate": float(masks["accepted"].mean()) if len(masks) else None,
+        "layers": {},
+    }
     for (layer, acc), g in frame.groupby(["layer", "accepted"]):
         d = out["layers"].setdefault(int(layer), {})
         c = g["cosine"].to_numpy()
-        d["accepted" if acc else "rejected"] = {"mean": float(c.mean()),
-                                                "std": float(c.std(ddof=1)) if len(c) > 1 else None,
-                                                "n": int(len(c))}
+        d["accepted" if acc else "rejected"] = {
+            "mean": float(c.mean()),
+            "std": float(c.std(ddof=1)) if len(c) > 1 else None,
+            "n": int(len(c)),
+        }
     return out
 
 

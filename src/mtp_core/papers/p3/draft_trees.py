@@ -67,9 +67,7 @@ def tree_nodes(branching: Sequence[int], expansion: str) -> int:
     return total
 
 
-def pruned_topk(
-    probs: torch.Tensor, k: int, exclude: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def pruned_topk(probs: torch.Tensor, k: int, exclude: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The k most probable tokens of `probs` [B, V] for each of P parents, skipping each parent's excluded tokens.
 
     `exclude` [B, P, X] (-1 = nothing) lists the tokens a parent may not take (pruning, Section 3.5); the
@@ -105,9 +103,7 @@ class ProbeCandidates:
         return prefix[:, :, None] * self.probs
 
 
-def top1_candidates(
-    mask_logits: torch.Tensor, root: torch.Tensor, k: int, prune: bool = True
-) -> ProbeCandidates:
+def top1_candidates(mask_logits: torch.Tensor, root: torch.Tensor, k: int, prune: bool = True) -> ProbeCandidates:
     """Top-k candidates per depth from mask logits [B, m, V] for a Top-1-expansion tree under `root` [B].
 
     With `prune`, depth-1 candidates skip the root token, and depth-d candidates (d >= 2) skip their parent
@@ -217,9 +213,7 @@ def mask_chain_parents(num_nodes: int, masks_per_step: int) -> torch.Tensor:
     return torch.where(j == 0, i, num_nodes + i * m + j - 1)
 
 
-def anchored_mask_logits(
-    extra_logits: torch.Tensor, last_node: torch.Tensor, masks_per_step: int
-) -> torch.Tensor:
+def anchored_mask_logits(extra_logits: torch.Tensor, last_node: torch.Tensor, masks_per_step: int) -> torch.Tensor:
     """[B, m, V] logits of the mask chain hung on each row's last accepted node (layout of `mask_chain_parents`)."""
     m = masks_per_step
     rows = last_node.to(extra_logits.device)[:, None] * m + torch.arange(m, device=extra_logits.device)[None]

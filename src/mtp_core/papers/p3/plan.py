@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import copy
 import re
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,8 +112,9 @@ def block_complexities(config: dict) -> list[int]:
 
 def shows(config: dict, model: str, method: str) -> bool:
     """Whether some experiment shows `method` on `model`."""
-    return any(method in experiment_spec(config, n)["methods"] and model in experiment_models(config, n)
-               for n in EXPERIMENTS)
+    return any(
+        method in experiment_spec(config, n)["methods"] and model in experiment_models(config, n) for n in EXPERIMENTS
+    )
 
 
 @dataclass(frozen=True)
@@ -179,11 +178,17 @@ def experiment_settings(config: dict, name: str) -> list[dict[str, Any]]:
         for method in spec["methods"]:
             ref = result_path(model, ps, setting_label(method, None))
             for bc in spec["bcs"]:
-                rows.append({
-                    "model": model, "method": method, "title": method_title(config, method), "bc": int(bc),
-                    "path": result_path(model, ps, setting_label(method, bc)), "reference": ref,
-                    "params": setting_params(config, method, bc),
-                })
+                rows.append(
+                    {
+                        "model": model,
+                        "method": method,
+                        "title": method_title(config, method),
+                        "bc": int(bc),
+                        "path": result_path(model, ps, setting_label(method, bc)),
+                        "reference": ref,
+                        "params": setting_params(config, method, bc),
+                    }
+                )
     return rows
 
 
@@ -223,8 +228,11 @@ def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
     for method in spec.get("methods", []):
         params, bc, title = setting_params(config, method, spec["bc"]), int(spec["bc"]), method_title(config, method)
         rows.append(LeaderboardEntry("p3", f"p3-{method}-bc{bc}", f"P3 {title}, BC {bc}", params))
-        rows.append(LeaderboardEntry("p3", f"p3-{method}-bc{bc}-guarded", f"P3 {title}, BC {bc}, guarded",
-                                     {**params, "adaptive": True}))
+        rows.append(
+            LeaderboardEntry(
+                "p3", f"p3-{method}-bc{bc}-guarded", f"P3 {title}, BC {bc}, guarded", {**params, "adaptive": True}
+            )
+        )
     return rows
 
 
@@ -260,11 +268,14 @@ def check(config: dict) -> None:
     declared = config["models"]
     for i, m in enumerate(models(config)):
         if m not in declared:
-            raise ConfigError(f"papers.p3.models[{i}]: model {m!r} is not declared (declared: "
-                              f"{', '.join(sorted(declared))})")
+            raise ConfigError(
+                f"papers.p3.models[{i}]: model {m!r} is not declared (declared: {', '.join(sorted(declared))})"
+            )
     if s["prompt_set"] not in config["prompt_sets"]:
-        raise ConfigError(f"papers.p3.prompt_set: prompt set {s['prompt_set']!r} is not declared (declared: "
-                          f"{', '.join(sorted(config['prompt_sets']))})")
+        raise ConfigError(
+            f"papers.p3.prompt_set: prompt set {s['prompt_set']!r} is not declared (declared: "
+            f"{', '.join(sorted(config['prompt_sets']))})"
+        )
     meths = methods(config)
     for label, m in meths.items():
         where = f"papers.p3.methods.{label}"
@@ -284,8 +295,10 @@ def check(config: dict) -> None:
         spec = experiment_spec(config, name)
         for i, method in enumerate(spec["methods"]):
             if method not in meths:
-                raise ConfigError(f"papers.p3.{kind}.{name}.methods[{i}]: method {method!r} is not declared in "
-                                  f"papers.p3.methods ({', '.join(meths)})")
+                raise ConfigError(
+                    f"papers.p3.{kind}.{name}.methods[{i}]: method {method!r} is not declared in "
+                    f"papers.p3.methods ({', '.join(meths)})"
+                )
         for i, model in enumerate(experiment_models(config, name)):
             if model not in models(config):
                 key = f"papers.p3.{kind}.{name}." + ("model" if kind == "figures" else f"models[{i}]")
@@ -293,12 +306,14 @@ def check(config: dict) -> None:
     fig2 = figure_spec(config, ALIGNMENT_FIGURE)
     if fig2["model"] not in declared:
         raise ConfigError(f"papers.p3.figures.fig2.model: model {fig2['model']!r} is not declared")
-    from .probing import STRATEGIES
+    from .mask_embeddings import STRATEGIES
 
     strategy = (fig2.get("probing") or {}).get("strategy", "prompt_mean")
     if strategy not in STRATEGIES:
         raise ConfigError(f"papers.p3.figures.fig2.probing.strategy: {strategy!r} is not one of {STRATEGIES}")
     for i, method in enumerate((s.get("leaderboard") or {}).get("methods", [])):
         if method not in meths:
-            raise ConfigError(f"papers.p3.leaderboard.methods[{i}]: method {method!r} is not declared in "
-                              f"papers.p3.methods ({', '.join(meths)})")
+            raise ConfigError(
+                f"papers.p3.leaderboard.methods[{i}]: method {method!r} is not declared in "
+                f"papers.p3.methods ({', '.join(meths)})"
+            )

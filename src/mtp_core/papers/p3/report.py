@@ -33,10 +33,29 @@ from ...report.tables import Table, pivot_pm
 
 REFERENCE_TITLE = "Greedy (reference)"
 VALUES = ("tau", "forward_passes", "tokens_per_s", "speedup", "identical")
-SHOWN = {"tau": "τ (tokens/forward, incl. bonus)", "forward_passes": "forwards", "tokens_per_s": "tok/s",
-         "speedup": "× greedy", "identical": "identical"}
-LONG_COLUMNS = ["model", "method", "title", "masks", "branching", "bc", "tau", "tau_std", "forward_passes",
-                "tokens_per_s", "speedup", "identical", "n", "path"]
+SHOWN = {
+    "tau": "τ (tokens/forward, incl. bonus)",
+    "forward_passes": "forwards",
+    "tokens_per_s": "tok/s",
+    "speedup": "× greedy",
+    "identical": "identical",
+}
+LONG_COLUMNS = [
+    "model",
+    "method",
+    "title",
+    "masks",
+    "branching",
+    "bc",
+    "tau",
+    "tau_std",
+    "forward_passes",
+    "tokens_per_s",
+    "speedup",
+    "identical",
+    "n",
+    "path",
+]
 
 
 def branching_label(params: Mapping[str, Any]) -> str:
@@ -57,14 +76,24 @@ def p3_frame(frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) -> pd.D
             raise ValueError(f"p3 table: no result loaded for {missing}")
         r, ref = by_path.loc[s["path"]], by_path.loc[s["reference"]]
         params = s.get("params") or {}
-        rows.append({
-            "model": s["model"], "method": s["method"], "title": s["title"],
-            "masks": int(params.get("masks_per_step", 1)), "branching": branching_label(params), "bc": int(s["bc"]),
-            "tau": r["tokens_per_forward"], "tau_std": r["tokens_per_forward_std"],
-            "forward_passes": r["forward_passes"], "tokens_per_s": r["tokens_per_s"],
-            "speedup": _ratio(r["tokens_per_s"], ref["tokens_per_s"]), "identical": r["identical_fraction"],
-            "n": r["n"], "path": s["path"],
-        })
+        rows.append(
+            {
+                "model": s["model"],
+                "method": s["method"],
+                "title": s["title"],
+                "masks": int(params.get("masks_per_step", 1)),
+                "branching": branching_label(params),
+                "bc": int(s["bc"]),
+                "tau": r["tokens_per_forward"],
+                "tau_std": r["tokens_per_forward_std"],
+                "forward_passes": r["forward_passes"],
+                "tokens_per_s": r["tokens_per_s"],
+                "speedup": _ratio(r["tokens_per_s"], ref["tokens_per_s"]),
+                "identical": r["identical_fraction"],
+                "n": r["n"],
+                "path": s["path"],
+            }
+        )
     return pd.DataFrame(rows, columns=LONG_COLUMNS)
 
 
@@ -76,12 +105,24 @@ def reference_rows(frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) -
         refs = list(dict.fromkeys(s["reference"] for s in settings if s["model"] == model))
         ref = by_path.loc[refs]
         for bc in dict.fromkeys(int(s["bc"]) for s in settings if s["model"] == model):
-            rows.append({
-                "model": model, "method": "greedy", "title": REFERENCE_TITLE, "masks": 0, "branching": "-", "bc": bc,
-                "tau": ref["tokens_per_forward"].mean(), "tau_std": math.nan,
-                "forward_passes": ref["forward_passes"].mean(), "tokens_per_s": ref["tokens_per_s"].mean(),
-                "speedup": 1.0, "identical": ref["identical_fraction"].mean(), "n": ref["n"].iloc[0], "path": refs[0],
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "method": "greedy",
+                    "title": REFERENCE_TITLE,
+                    "masks": 0,
+                    "branching": "-",
+                    "bc": bc,
+                    "tau": ref["tokens_per_forward"].mean(),
+                    "tau_std": math.nan,
+                    "forward_passes": ref["forward_passes"].mean(),
+                    "tokens_per_s": ref["tokens_per_s"].mean(),
+                    "speedup": 1.0,
+                    "identical": ref["identical_fraction"].mean(),
+                    "n": ref["n"].iloc[0],
+                    "path": refs[0],
+                }
+            )
     return pd.DataFrame(rows, columns=LONG_COLUMNS)
 
 
@@ -108,8 +149,12 @@ def method_table(
     return table.rename(names)
 
 
-TABLE_INDEX = {"table1": ("model", "title"), "table2": ("model", "masks", "branching", "title"),
-               "pruning": ("model", "title"), "strategies": ("model", "title")}
+TABLE_INDEX = {
+    "table1": ("model", "title"),
+    "table2": ("model", "masks", "branching", "title"),
+    "pruning": ("model", "title"),
+    "strategies": ("model", "title"),
+}
 
 
 def p3_table(name: str, frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) -> Table:
@@ -131,13 +176,25 @@ def category_long(frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) ->
         if sub is None:
             raise ValueError(f"p3 figure: no per-category statistics in {s['path']}")
         for cat, r in sub.iterrows():
-            rows.append({"model": s["model"], "method": s["method"], "title": s["title"], "bc": int(s["bc"]),
-                         "category": cat, "tau": r["tokens_per_forward"], "tau_std": r["tokens_per_forward_std"]})
+            rows.append(
+                {
+                    "model": s["model"],
+                    "method": s["method"],
+                    "title": s["title"],
+                    "bc": int(s["bc"]),
+                    "category": cat,
+                    "tau": r["tokens_per_forward"],
+                    "tau_std": r["tokens_per_forward_std"],
+                }
+            )
     return pd.DataFrame(rows, columns=["model", "method", "title", "bc", "category", "tau", "tau_std"])
 
 
 def category_figure(
-    frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]], png: str | os.PathLike, pdf: str | os.PathLike,
+    frame: pd.DataFrame,
+    settings: Sequence[Mapping[str, Any]],
+    png: str | os.PathLike,
+    pdf: str | os.PathLike,
     title: str = "",
 ) -> pd.DataFrame:
     """Figures 4-5: per prompt category, a bar per (method, BC) of τ (tokens per forward, bonus included); a

@@ -86,15 +86,41 @@ from ..config import TrainConfig
 from .job import Trainer
 from .methods import Method, get_method, resolve
 from .records import Paths, read_json, record_cost, say, supersede_stale_state, trajectory_hash
-from .settings import CLUSTERS, LaunchError, LauncherConfig
-from .submit import child_pids, failure_message, job_object, job_state, no_pdb, output_lock, settle, submit, try_reattach, wait
+from .settings import CLUSTERS, LauncherConfig, LaunchError
+from .submit import (
+    child_pids,
+    failure_message,
+    job_object,
+    job_state,
+    no_pdb,
+    output_lock,
+    settle,
+    submit,
+    try_reattach,
+    wait,
+)
 
-__all__ = ["CLUSTERS", "LaunchError", "LauncherConfig", "Method", "get_method", "interrupt_job", "launch",
-           "trajectory_hash"]
+__all__ = [
+    "CLUSTERS",
+    "LaunchError",
+    "LauncherConfig",
+    "Method",
+    "get_method",
+    "interrupt_job",
+    "launch",
+    "trajectory_hash",
+]
 
 
-def launch(output: str | os.PathLike, method: str, settings: dict, launcher: LauncherConfig | dict | None = None,
-           run_dir: str | os.PathLike | None = None, *, reattach: bool = True) -> dict:
+def launch(
+    output: str | os.PathLike,
+    method: str,
+    settings: dict,
+    launcher: LauncherConfig | dict | None = None,
+    run_dir: str | os.PathLike | None = None,
+    *,
+    reattach: bool = True,
+) -> dict:
     """Submit (or re-attach to) the training of `settings` with `method`, wait, and write `output` on success.
 
     Returns the output record; raises `LaunchError` (message: job, state, log paths, traceback) on failure.
@@ -110,8 +136,9 @@ def launch(output: str | os.PathLike, method: str, settings: dict, launcher: Lau
         tc = TrainConfig.from_dict(settings["train"])
         tc.accumulation(cfg.num_tasks)  # the global batch must split over the processes: fail before submitting
         max_steps = tc.max_steps
-    settings_hash = stable_hash({"method": method, "entry": m.entry, "settings": settings,
-                                 "world": cfg.num_tasks, "strategy": cfg.strategy})
+    settings_hash = stable_hash(
+        {"method": method, "entry": m.entry, "settings": settings, "world": cfg.num_tasks, "strategy": cfg.strategy}
+    )
     name = cfg.name or f"train-{m.name.replace(':', '.')}-{paths.run_dir.name}"
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     if output.exists():
@@ -123,8 +150,13 @@ def launch(output: str | os.PathLike, method: str, settings: dict, launcher: Lau
         if job is None:
             supersede_stale_state(paths, trajectory_hash(method, m.entry, settings))
             trainer = Trainer(m.name, m.entry, settings, str(paths.run_dir), cfg.as_dict())
-            record = {"output": str(output), "method": m.name, "run_dir": str(paths.run_dir),
-                      "settings_hash": settings_hash, "launcher": cfg.as_dict()}
+            record = {
+                "output": str(output),
+                "method": m.name,
+                "run_dir": str(paths.run_dir),
+                "settings_hash": settings_hash,
+                "launcher": cfg.as_dict(),
+            }
             job = submit(cfg, paths, trainer, name, record)
             info = record
         state = "UNKNOWN"
@@ -132,7 +164,7 @@ def launch(output: str | os.PathLike, method: str, settings: dict, launcher: Lau
             with no_pdb():
                 state = wait(job, info, cfg, paths, max_steps)
                 results = job.results()
-        except Exception as e:  # noqa: BLE001 - every failure of the job becomes one clear message
+        except Exception as e:
             if info["cluster"] == "slurm":
                 state = settle(job, info, state)
             elif info["cluster"] == "local":
@@ -145,15 +177,23 @@ def launch(output: str | os.PathLike, method: str, settings: dict, launcher: Lau
         elif info["cluster"] == "local":
             with contextlib.suppress(Exception):
                 state = job_state(job, info)
-        cost = record_cost(paths, job, info, cfg, "COMPLETED" if state in ("FINISHED", "DEBUG") else state,
-                           time.monotonic() - t0)
+        cost = record_cost(
+            paths, job, info, cfg, "COMPLETED" if state in ("FINISHED", "DEBUG") else state, time.monotonic() - t0
+        )
         main = results[0] if results else {}
-        out = {"method": m.name, "run_dir": str(paths.run_dir), "final_dir": main.get("final_dir"),
-               "steps": main.get("steps"), "resumed_from": main.get("resumed_from"),
-               "job_id": str(job.job_id), "cluster": info["cluster"], "settings_hash": settings_hash,
-               "attempts": main.get("attempts", []),  # once: `result` and `cost` below leave them out
-               "result": {k: v for k, v in main.items() if k != "attempts"},
-               "cost": {k: v for k, v in cost["jobs"][-1].items() if k != "attempts"}}
+        out = {
+            "method": m.name,
+            "run_dir": str(paths.run_dir),
+            "final_dir": main.get("final_dir"),
+            "steps": main.get("steps"),
+            "resumed_from": main.get("resumed_from"),
+            "job_id": str(job.job_id),
+            "cluster": info["cluster"],
+            "settings_hash": settings_hash,
+            "attempts": main.get("attempts", []),  # once: `result` and `cost` below leave them out
+            "result": {k: v for k, v in main.items() if k != "attempts"},
+            "cost": {k: v for k, v in cost["jobs"][-1].items() if k != "attempts"},
+        }
         atomic_write_json(output, out)
     say(f"job {job.job_id} done: {out['steps']} steps, {len(out['attempts'])} attempt(s); wrote {output}")
     return out

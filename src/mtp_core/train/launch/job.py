@@ -73,12 +73,18 @@ class _PreemptionWatch:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.first_step is None:  # before the first step: requeue now, from the newest saved state
-            print(f"mtp-launch: caught {signal.Signals(signum).name} before training started: requeueing",
-                  file=sys.stderr, flush=True)
+            print(
+                f"mtp-launch: caught {signal.Signals(signum).name} before training started: requeueing",
+                file=sys.stderr,
+                flush=True,
+            )
             self._leave(signum)
         self.signalled = True
-        print(f"mtp-launch: caught {signal.Signals(signum).name}: checkpointing at the end of this step",
-              file=sys.stderr, flush=True)
+        print(
+            f"mtp-launch: caught {signal.Signals(signum).name}: checkpointing at the end of this step",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __call__(self, step: int, row: dict) -> Any:
         import torch
@@ -138,8 +144,9 @@ class Trainer(Checkpointable):
         resumable state at a step boundary (the deferred handler); if the signal came before the training loop
         ran, the requeued job resumes from the newest interval state. Returns the trainer for resubmission."""
         if not self._at_boundary:
-            self.attempts.append({"attempt": len(self.attempts) + 1, "status": "preempted before the loop",
-                                  "ended_at": time.time()})
+            self.attempts.append(
+                {"attempt": len(self.attempts) + 1, "status": "preempted before the loop", "ended_at": time.time()}
+            )
         self._at_boundary = False
         return DelayedSubmission(self, *args, **kwargs)
 
@@ -187,9 +194,13 @@ def _run_trainer(self: Any) -> dict:
         _job_logging(rank)
     run_dir = Path(self.run_dir)
     rec: dict[str, Any] = {
-        "attempt": len(self.attempts) + 1, "job_id": env.job_id if env is not None else None,
-        "cluster": env.cluster if env is not None else None, "host": socket.gethostname(), "world_size": world,
-        "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT"), "started_at": time.time(),
+        "attempt": len(self.attempts) + 1,
+        "job_id": env.job_id if env is not None else None,
+        "cluster": env.cluster if env is not None else None,
+        "host": socket.gethostname(),
+        "world_size": world,
+        "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT"),
+        "started_at": time.time(),
     }
     threads = cfg.threads or cfg.cpus_per_task
     if threads:
@@ -204,9 +215,11 @@ def _run_trainer(self: Any) -> dict:
         rec["backend"] = init_process_group(cfg.backend, device)
     fsdp_kw: dict[str, Any] = {}
     if cfg.strategy == "fsdp":
-        fsdp_kw = {"replicate": cfg.fsdp_replicate,
-                   "param_dtype": getattr(torch, cfg.fsdp_param_dtype) if cfg.fsdp_param_dtype else None,
-                   "reduce_dtype": getattr(torch, cfg.fsdp_reduce_dtype) if cfg.fsdp_reduce_dtype else None}
+        fsdp_kw = {
+            "replicate": cfg.fsdp_replicate,
+            "param_dtype": getattr(torch, cfg.fsdp_param_dtype) if cfg.fsdp_param_dtype else None,
+            "reduce_dtype": getattr(torch, cfg.fsdp_reduce_dtype) if cfg.fsdp_reduce_dtype else None,
+        }
     dist_obj = make_dist(cfg.strategy, device, **fsdp_kw)
     rec["strategy"] = dist_obj.name
     watch = _PreemptionWatch(dist_obj, device, cfg.checkpoint_interval_min)
@@ -214,8 +227,13 @@ def _run_trainer(self: Any) -> dict:
 
     def finish(status: str, keep: bool = True) -> None:
         now = time.time()
-        rec.update(status=status, ended_at=now, elapsed_s=now - rec["started_at"],
-                   start_step=None if watch.first_step is None else watch.first_step - 1, end_step=watch.last_step)
+        rec.update(
+            status=status,
+            ended_at=now,
+            elapsed_s=now - rec["started_at"],
+            start_step=None if watch.first_step is None else watch.first_step - 1,
+            end_step=watch.last_step,
+        )
         if keep:
             self.attempts.append(dict(rec))
         if rank == 0:

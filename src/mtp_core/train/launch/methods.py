@@ -14,10 +14,13 @@ from ... import registry
 from ...registry import Method
 from ..config import TrainConfig
 
-
 CORE_METHODS = (
-    Method("sft", "mtp_core.train.sft:launch_entry", "mtp_core.train.sft:launch_check",
-           "mtp_core.model_plan:finetune_from_config"),
+    Method(
+        "sft",
+        "mtp_core.train.sft:launch_entry",
+        "mtp_core.train.sft:launch_check",
+        "mtp_core.model_plan:finetune_from_config",
+    ),
 )
 # the settings every training of a declared model on (query, response) rows has (`check_model_data_train`)
 MODEL_DATA_KEYS = ("model", "base_dir", "base_stamp", "data", "train", "on_bad_row")

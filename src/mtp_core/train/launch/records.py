@@ -67,8 +67,12 @@ def read_lines(path: Path) -> list[str]:
 def sacct_rows(job_id: str) -> list[dict]:
     fmt = ["JobIDRaw", "State", "ElapsedRaw", "AllocTRES", "NNodes", "Submit", "Start", "End", "NodeList"]
     try:
-        out = subprocess.run(["sacct", "-j", str(job_id), "-X", "-D", "-P", "-n", f"--format={','.join(fmt)}"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["sacct", "-j", str(job_id), "-X", "-D", "-P", "-n", f"--format={','.join(fmt)}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     return [dict(zip(fmt, line.split("|"))) for line in out.stdout.splitlines() if line.strip()]
@@ -85,13 +89,23 @@ def gpus_of(tres: str) -> int | None:
 def record_cost(paths: Paths, job: Any, info: dict, cfg: LauncherConfig, state: str, waited_s: float) -> dict:
     """Write `<output>.cost.json`: this job's entry (replacing an older one of the same id) and the totals."""
     job_id = str(job.job_id)
-    attempts = [a for a in (json.loads(line) for line in read_lines(paths.run_dir / "attempts.jsonl"))
-                if str(a.get("job_id")) == job_id]
+    attempts = [
+        a
+        for a in (json.loads(line) for line in read_lines(paths.run_dir / "attempts.jsonl"))
+        if str(a.get("job_id")) == job_id
+    ]
     gpus = cfg.nodes * cfg.gpus_per_node
     entry: dict[str, Any] = {
-        "job_id": job_id, "cluster": info["cluster"], "state": state, "submitted_at": info.get("submitted_at"),
-        "launcher_waited_s": waited_s, "nodes": cfg.nodes, "tasks": cfg.num_tasks, "gpus": gpus,
-        "attempts": attempts, "requeues": max(0, len(attempts) - 1),
+        "job_id": job_id,
+        "cluster": info["cluster"],
+        "state": state,
+        "submitted_at": info.get("submitted_at"),
+        "launcher_waited_s": waited_s,
+        "nodes": cfg.nodes,
+        "tasks": cfg.num_tasks,
+        "gpus": gpus,
+        "attempts": attempts,
+        "requeues": max(0, len(attempts) - 1),
         "elapsed_s": sum(float(a.get("elapsed_s") or 0) for a in attempts),
     }
     if info["cluster"] == "slurm":
@@ -108,18 +122,33 @@ def record_cost(paths: Paths, job: Any, info: dict, cfg: LauncherConfig, state: 
     entry["gpu_hours"] = entry["elapsed_s"] * entry["gpus"] / 3600.0
     cost = read_json(paths.cost_json) or {}
     jobs = [j for j in cost.get("jobs", []) if str(j.get("job_id")) != job_id] + [entry]
-    cost = {"output": str(paths.output), "run_dir": str(paths.run_dir), "jobs": jobs,
-            "total": {"jobs": len(jobs), "elapsed_s": sum(j["elapsed_s"] for j in jobs),
-                      "gpu_hours": sum(j["gpu_hours"] for j in jobs),
-                      "requeues": sum(j["requeues"] for j in jobs)}}
+    cost = {
+        "output": str(paths.output),
+        "run_dir": str(paths.run_dir),
+        "jobs": jobs,
+        "total": {
+            "jobs": len(jobs),
+            "elapsed_s": sum(j["elapsed_s"] for j in jobs),
+            "gpu_hours": sum(j["gpu_hours"] for j in jobs),
+            "requeues": sum(j["requeues"] for j in jobs),
+        },
+    }
     atomic_write_json(paths.cost_json, cost)
     return cost
 
 
 STAMP = "run_settings.json"
 # train keys that do not change the optimisation steps; resuming across a change of these is the same training
-UNSTAMPED_TRAIN_KEYS = ("threads", "progress", "log_every", "checkpoint_every", "keep_last", "save_steps", "resume",
-                        "fused")
+UNSTAMPED_TRAIN_KEYS = (
+    "threads",
+    "progress",
+    "log_every",
+    "checkpoint_every",
+    "keep_last",
+    "save_steps",
+    "resume",
+    "fused",
+)
 
 
 def trajectory_hash(method: str, entry: str, settings: dict) -> str:
@@ -140,13 +169,18 @@ def supersede_stale_state(paths: Paths, stamp: str) -> None:
     old = read_json(run_dir / STAMP) or {}
     if old.get("hash") != stamp:
         launcher_files = paths.output.name if paths.output.parent == run_dir else None
-        stale = [p for p in run_dir.iterdir() if p.name not in (STAMP, "superseded")
-                 and not (launcher_files and p.name.startswith(launcher_files))]
+        stale = [
+            p
+            for p in run_dir.iterdir()
+            if p.name not in (STAMP, "superseded") and not (launcher_files and p.name.startswith(launcher_files))
+        ]
         if stale and (old or (run_dir / "checkpoints").is_dir()):
             dest = run_dir / "superseded" / f"{time.strftime('%Y%m%dT%H%M%S')}-{old.get('hash', 'unstamped')}"
             dest.mkdir(parents=True)
             for p in stale:
                 p.rename(dest / p.name)
-            say(f"{run_dir} held training state of other settings ({old.get('hash', 'no stamp')} != {stamp}): "
-                 f"moved {len(stale)} entries to {dest}; training starts from step 0")
+            say(
+                f"{run_dir} held training state of other settings ({old.get('hash', 'no stamp')} != {stamp}): "
+                f"moved {len(stale)} entries to {dest}; training starts from step 0"
+            )
     atomic_write_json(run_dir / STAMP, {"hash": stamp, "written_at": time.time()})

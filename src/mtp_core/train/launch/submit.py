@@ -18,11 +18,22 @@ from typing import Any
 
 from ...io import atomic_write_json
 from .records import Paths, read_json, say
-from .settings import LaunchError, LauncherConfig
+from .settings import LauncherConfig, LaunchError
 
 # sacct states worth waiting for (re-attach); COMPLETED jobs are re-attached to read their result
-REATTACH_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING",
-                   "RESIZING", "SUSPENDED", "PREEMPTED", "COMPLETED"}
+REATTACH_STATES = {
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "CONFIGURING",
+    "COMPLETING",
+    "RESIZING",
+    "SUSPENDED",
+    "PREEMPTED",
+    "COMPLETED",
+}
 ACTIVE_STATES = REATTACH_STATES - {"COMPLETED"}
 UNKNOWN_GRACE_S = 600.0  # how long a Slurm job may stay unknown to sacct and squeue before the launcher gives up
 
@@ -101,7 +112,7 @@ def _outcome(job: Any) -> str:
             return "missing"
         try:
             outcomes.append(utils.pickle_load(j.paths.result_pickle)[0])
-        except Exception:  # noqa: BLE001 - unreadable: treat as failed
+        except Exception:
             return "error"
     return "success" if all(o == "success" for o in outcomes) else "error"
 
@@ -121,8 +132,9 @@ def _slurm_state(job: Any) -> str:
     state = job.watcher.get_state(job.job_id, mode="force").split()[0].upper()
     if state == "UNKNOWN":  # sacct may not know a job submitted a moment ago
         with contextlib.suppress(Exception):
-            out = subprocess.run(["squeue", "-h", "-j", str(job.job_id), "-o", "%T"], capture_output=True,
-                                 text=True, timeout=30).stdout.split()
+            out = subprocess.run(
+                ["squeue", "-h", "-j", str(job.job_id), "-o", "%T"], capture_output=True, text=True, timeout=30
+            ).stdout.split()
             if out:
                 state = out[0].upper()
     return state
@@ -153,15 +165,18 @@ def try_reattach(info: dict, cfg: LauncherConfig, settings_hash: str) -> Any | N
             raise LaunchError(
                 f"job {job.job_id} ({cfg.cluster}, {state}) was submitted for this output with other settings "
                 f"(hash {info.get('settings_hash')} != {settings_hash}); cancel it"
-                f"{f' (scancel {job.job_id})' if cfg.cluster == 'slurm' else f' (kill {job.job_id})'} or restore them")
+                f"{f' (scancel {job.job_id})' if cfg.cluster == 'slurm' else f' (kill {job.job_id})'} or restore them"
+            )
         say(f"previous job {job.job_id} had other settings: new submission")
         return None
     if finished:
         if _outcome(job) == "success":
             gone = _lost_products(job)
             if gone:
-                say(f"job {job.job_id} finished, but {gone} is gone: new submission (resumes from the newest "
-                     "checkpoint)")
+                say(
+                    f"job {job.job_id} finished, but {gone} is gone: new submission (resumes from the newest "
+                    "checkpoint)"
+                )
                 return None
             say(f"re-attaching to job {job.job_id} ({state}): its result is there")
             return job
@@ -183,9 +198,15 @@ def _executor(cfg: LauncherConfig, paths: Paths, name: str) -> Any:
     elif cfg.cluster == "local":
         kwargs["local_max_num_timeout"] = cfg.max_num_timeout
     ex = submitit.AutoExecutor(folder=paths.folder, cluster=cfg.cluster, **kwargs)
-    params: dict[str, Any] = {"name": name, "timeout_min": cfg.timeout_min, "nodes": cfg.nodes,
-                              "tasks_per_node": cfg.tasks_per_node, "gpus_per_node": cfg.gpus_per_node,
-                              "cpus_per_task": cfg.cpus_per_task, "mem_gb": cfg.mem_gb}
+    params: dict[str, Any] = {
+        "name": name,
+        "timeout_min": cfg.timeout_min,
+        "nodes": cfg.nodes,
+        "tasks_per_node": cfg.tasks_per_node,
+        "gpus_per_node": cfg.gpus_per_node,
+        "cpus_per_task": cfg.cpus_per_task,
+        "mem_gb": cfg.mem_gb,
+    }
     if cfg.cluster == "slurm":
         site = {  # unset in config: the site's values, from the environment variables of the slurm/ profile
             "partition": (os.environ.get("MTP_SLURM_GPU_PARTITION") if cfg.gpus_per_node else None)
@@ -218,7 +239,7 @@ def submit(cfg: LauncherConfig, paths: Paths, trainer: Any, name: str, record: d
     try:
         with clean_env():  # G6: no SLURM_*/SUBMITIT_*/torch.distributed variables leak into the new job
             job = ex.submit(trainer)
-    except Exception as e:  # noqa: BLE001 - sbatch's own message is the useful part
+    except Exception as e:
         raise LaunchError(f"submitting the training to {cfg.cluster} failed: {type(e).__name__}: {e}") from None
     if cfg.cluster == "local":
         for j in task_jobs(job):
@@ -227,11 +248,19 @@ def submit(cfg: LauncherConfig, paths: Paths, trainer: Any, name: str, record: d
     info = read_json(paths.job_json) or {}
     submissions = list(info.get("submissions", []))
     submissions.append({"job_id": str(job.job_id), "cluster": cfg.cluster, "submitted_at": now})
-    record.update(job_id=str(job.job_id), cluster=cfg.cluster, folder=str(paths.folder), tasks=cfg.num_tasks,
-                  submitted_at=now, submissions=submissions)
+    record.update(
+        job_id=str(job.job_id),
+        cluster=cfg.cluster,
+        folder=str(paths.folder),
+        tasks=cfg.num_tasks,
+        submitted_at=now,
+        submissions=submissions,
+    )
     atomic_write_json(paths.job_json, record)
-    say(f"submitted job {job.job_id} ({cfg.cluster}, {cfg.nodes} node(s) x {cfg.tasks_per_node} task(s), "
-         f"{cfg.gpus_per_node} GPU(s) per node); logs: {job.paths.folder}")
+    say(
+        f"submitted job {job.job_id} ({cfg.cluster}, {cfg.nodes} node(s) x {cfg.tasks_per_node} task(s), "
+        f"{cfg.gpus_per_node} GPU(s) per node); logs: {job.paths.folder}"
+    )
     return job
 
 
@@ -280,7 +309,9 @@ def wait(job: Any, info: dict, cfg: LauncherConfig, paths: Paths, max_steps: int
             final_since = None
         if now - last_progress >= cfg.progress_s:
             last_progress = now
-            steps = f"step {_last_step(paths.run_dir)}/{max_steps}" if max_steps else f"step {_last_step(paths.run_dir)}"
+            steps = (
+                f"step {_last_step(paths.run_dir)}/{max_steps}" if max_steps else f"step {_last_step(paths.run_dir)}"
+            )
             say(f"job {job.job_id}: {state}, {steps}, waited {now - start:.0f} s")
         time.sleep(0.5 if info["cluster"] == "local" else 1.0)
 

@@ -1,0 +1,63 @@
+"""The leaderboard in the tiny-scale `all` run (the session's shared run, tests/workflow/conftest.py): its table and
+figure, every row on every prompt set, lossless rows identical to greedy, accuracy on the math set only, the
+students' rows on paper 1's trained checkpoint; the embedded and paper configs plan it."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from mtp_core import leaderboard as lb
+from mtp_core.validation import load_config
+
+from ..conftest import REPO
+from .conftest import snakemake
+
+ROWS = [
+    "greedy",
+    "pld",
+    "lookahead",
+    "stand",
+    "p1-main-static-k2",
+    "p1-main-conf-adapt-tau0.9",
+    "p3-probing_vocab_mean-bc10",
+    "p3-probing_vocab_mean-bc10-guarded",
+]
+
+
+def test_leaderboard_table_and_figure(tiny_run):
+    res = tiny_run / "results"
+    table = pd.read_csv(res / "tables/leaderboard.csv")
+    assert list(table["label"]) == ROWS * 2 and list(dict.fromkeys(table["prompt set"])) == ["math", "specbench"]
+    lossless = table[table["lossless"] == "yes"]
+    assert set(lossless["label"]) == set(ROWS) - {"p1-main-static-k2", "p1-main-conf-adapt-tau0.9"}
+    assert (lossless["identical to greedy"] == 1.0).all()
+    assert (table["tok/s"] > 0).all() and (table["× greedy (modeled)"] > 0).all()
+    greedy = table[table["label"] == "greedy"]
+    assert (greedy["× greedy"] == 1.0).all() and (greedy["× greedy (modeled)"] == 1.0).all()
+    assert table.loc[table["prompt set"] == "math", "accuracy (%)"].notna().all()
+    assert table.loc[table["prompt set"] == "specbench", "accuracy (%)"].isna().all()
+    assert "| P1 main, Static k=2 |" in (res / "tables/leaderboard.md").read_text().replace("  ", "")
+    assert (res / "figures/leaderboard.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Leaderboard" in (res / "report.html").read_text(errors="replace")
+
+
+def test_student_rows_run_on_the_trained_checkpoint(tiny_run):
+    r = json.loads(
+        (tiny_run / "results/decode/leaderboard/tiny-qwen3-math/prompts-math/p1-main-static-k2.json").read_text()
+    )
+    assert r["paper"] == "p1" and r["decoder"]["name"] == "static-k" and r["decoder"]["params"]["k"] == 2
+    assert r["decode_stats"]["tokens_per_forward"]["mean"] == pytest.approx(2.0, abs=0.2)
+    assert r["settings"]["step_cost"] and r["metrics"]["accuracy"]["value"] is not None
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml"])
+def test_every_scale_plans_a_leaderboard(config, tmp_path):
+    cfg = load_config(REPO / config)
+    labels = [e.label for e in lb.entries(cfg)]
+    assert labels[:4] == ["greedy", "pld", "lookahead", "stand"]
+    assert any(lab.startswith("p1-") for lab in labels) and any(lab.endswith("-guarded") for lab in labels)
+    proc = snakemake(tmp_path, "results/tables/leaderboard.csv", "-n", "--configfile", str(REPO / config))
+    assert "leaderboard_decode" in proc.stdout + proc.stderr
