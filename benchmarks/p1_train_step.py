@@ -106,7 +106,8 @@ def main() -> None:
 
     p1 = P1Config(seq_len=args.seq_len)
     rows = rows_for(args, args.batch)
-    tokens, lengths = encode_examples(rows, tok, "chat" if chat else "plain", max_row_tokens(p1))
+    enc = encode_examples(rows, tok, "chat" if chat else "plain", max_row_tokens(p1))
+    tokens, lengths = enc.tokens, enc.lengths
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
     def blocked(k, offset):

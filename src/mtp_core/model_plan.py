@@ -97,10 +97,10 @@ def launcher_settings(config: dict, name: str) -> dict:
 
 def check(config: dict) -> None:
     """Fine-tuned models: `base` is another declared model (no cycles), `dataset` a declared math or conversation
-    dataset, `chat_template` says how it was trained (the base's flag under sft.template auto), `train` / `sft`
-    / `launcher` build their configs. Raises ConfigError naming the key."""
+    dataset, `chat_template` and `system_prompt` say how it was trained (the base's, under sft.template auto),
+    `train` / `sft` / `launcher` build their configs and the batch splits over the launcher's processes. Raises ConfigError naming the key."""
     from .train.config import TrainConfig
-    from .train.launch import LauncherConfig
+    from .train.launch.settings import check_training
     from .train.sft import SFTConfig
 
     models, datasets = config["models"], config["datasets"]
@@ -138,6 +138,12 @@ def check(config: dict) -> None:
                 f"{'with' if trained_chat else 'without'} the chat template (sft.template {template!r}, "
                 f"base {spec['base']!r}): set chat_template: {str(trained_chat).lower()}"
             )
+        base_system = models[spec["base"]].get("system_prompt", "default")
+        if spec.get("system_prompt", "default") != base_system:
+            raise ConfigError(
+                f"{where}.system_prompt: {spec.get('system_prompt', 'default')!r} but its base {spec['base']!r} is "
+                f"fine-tuned with {base_system!r}: a model is used the way it was trained"
+            )
         tc = spec["train"]
         warmup, steps = tc.get("warmup_steps", TrainConfig.warmup_steps), tc.get("max_steps", 0)
         if steps and warmup >= steps:
@@ -145,13 +151,8 @@ def check(config: dict) -> None:
                 f"{where}.train: warmup_steps {warmup} >= max_steps {steps}: the learning rate would "
                 f"never reach lr (the default warm-up is paper 1's {TrainConfig.warmup_steps} steps)"
             )
-        launcher = launcher_settings(config, name)
-        for key, build, section in (
-            ("train", TrainConfig.from_dict, spec.get("train")),
-            ("sft", SFTConfig.from_dict, spec.get("sft")),
-            ("launcher", LauncherConfig.from_dict, launcher),
-        ):
-            try:
-                build(section)
-            except (ValueError, TypeError) as e:
-                raise ConfigError(f"{where}.{key}: {e}") from None
+        check_training(where, spec.get("train"), launcher_settings(config, name))
+        try:
+            SFTConfig.from_dict(spec.get("sft"))
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{where}.sft: {e}") from None

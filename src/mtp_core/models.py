@@ -104,6 +104,30 @@ def _bytes_to_unicode() -> dict[int, str]:
     return table
 
 
+SYSTEM_PROMPTS = ("default", "none")
+_PROBE = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}]
+
+
+def without_default_system(tokenizer: Any, name: str) -> None:
+    """Give `tokenizer` plain ChatML in place of a ChatML template that writes a default system turn when the
+    conversation has none (SmolLM2's: a constant 24-token header; model spec `system_prompt: none`). Checked: both
+    templates render a conversation that has its own system turn identically, so the only difference is the
+    default turn; another template is refused (a ValueError naming the model)."""
+    if tokenizer.chat_template is None or tokenizer.chat_template == CHATML_TEMPLATE:
+        return
+    for gen in (False, True):
+        own = tokenizer.apply_chat_template(_PROBE[:2] if gen else _PROBE, tokenize=False, add_generation_prompt=gen)
+        chatml = tokenizer.apply_chat_template(
+            _PROBE[:2] if gen else _PROBE, tokenize=False, add_generation_prompt=gen, chat_template=CHATML_TEMPLATE
+        )
+        if own != chatml:
+            raise ValueError(
+                f"model {name!r}: system_prompt 'none' needs a ChatML chat template (with or without a default "
+                f"system turn); this one renders {own!r}"
+            )
+    tokenizer.chat_template = CHATML_TEMPLATE
+
+
 def tiny_tokenizer() -> Any:
     """A byte-level tokenizer (3 ChatML specials + 256 bytes) for tiny random models: offline, lossless."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -232,6 +256,8 @@ def load_model(
     model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs).to(device).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
+    if spec.get("system_prompt", "default") == "none":
+        without_default_system(tok, spec.get("name", where))
     loaded = LoadedModel(
         name=spec.get("name", where),
         model=model,

@@ -86,7 +86,7 @@ def test_schema_errors_name_the_key(tiny_raw, mutate, key):
         ),
         (
             lambda c: c["papers"]["p1"]["runs"]["main"].update(launcher={"strategy": "none", "tasks_per_node": 2}),
-            r"papers\.p1\.runs\.main\.launcher .*strategy",
+            r"papers\.p1\.runs\.main\.launcher: .*strategy",
         ),
     ],
 )

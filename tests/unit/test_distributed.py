@@ -137,8 +137,10 @@ def _curves(d):
 
 
 def _max_diff(a_rows, b_rows, cols=("loss", "grad_norm")):
+    """Largest difference of `cols` over the steps; a metric a step has no count for (empty) is empty in both."""
     assert [r["step"] for r in a_rows] == [r["step"] for r in b_rows]
-    return max(abs(a[c] - b[c]) for a, b in zip(a_rows, b_rows) for c in cols)
+    assert all(a.keys() == b.keys() for a, b in zip(a_rows, b_rows))
+    return max(abs(a[c] - b[c]) for a, b in zip(a_rows, b_rows) for c in cols if c in a)
 
 
 def _weights_diff(a, b):

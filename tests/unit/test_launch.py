@@ -488,7 +488,7 @@ def test_p1_settings_from_config(tmp_path, capsys):
     raw = yaml.safe_load((REPO / "config" / "tiny.yaml").read_text())
     raw["launcher"] = {"cluster": "debug", "poll_s": 3, "threads": 2}
     raw["papers"]["p1"]["launcher"] = {"cluster": "local", "timeout_min": 30}
-    raw["papers"]["p1"]["runs"]["main"] = {"launcher": {"tasks_per_node": 2}}
+    raw["papers"]["p1"]["runs"]["main"] = {"launcher": {"tasks_per_node": 2}, "train": {"micro_batch_size": 2}}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     config = load_config(path)

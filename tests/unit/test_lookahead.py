@@ -4,6 +4,8 @@ and drafts accepted on repetitive prompts."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 from transformers import DynamicCache
@@ -77,13 +79,14 @@ def test_registered_and_validated(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
     assert decoders()["lookahead"] is LookaheadDecoder and LookaheadDecoder.lossless
     d = build_decoder("lookahead", model, tok)
-    assert (d.n, d.w, d.g, d.bc) == (4, 4, 4, 25)  # bc 30 at N = 4: W = G = 29 // 6
+    assert (d.n, d.w, d.g, d.bc) == (4, 5, 5, 30)  # bc 30 at N = 4: 9 whole n-grams, W 5, G fills 14 rows
     d = build_decoder("lookahead", model, tok, bc=60, ngram=5)
-    assert (d.w, d.g, d.bc) == (7, 7, 57)  # lade's recommended 5/7/7 fits BC 60
+    assert (d.w, d.g, d.bc) == (7, 8, 60)  # lade's recommended W = 7 at N = 5, G = 8 fills BC 60
+    assert build_decoder("lookahead", model, tok, window=7, guess=7, ngram=5).bc == 57
     for bad, msg in [
         (dict(ngram=1), "ngram"),
         (dict(window=3), "both"),
-        (dict(bc=5, ngram=4), "window"),
+        (dict(bc=3, ngram=4), "window"),
         (dict(window=9, guess=9, bc=10), "bc"),
     ]:
         with pytest.raises(ValueError, match=msg):
@@ -120,3 +123,17 @@ def test_repetitive_prompt_accepts_drafts(tiny_llama):
         [tok("----------").input_ids], 32, StopCriteria()
     )
     assert out[0].tokens_per_forward > 1.5, out[0].accepted
+
+
+@pytest.mark.parametrize("bc, ngram", [(10, 3), (30, 4), (60, 5)])
+def test_bc_budget_is_filled(tiny_llama, bc, ngram):
+    """Window and verification trie together fill the block complexity (paper 3 matches methods by it): when the
+    pool offers more guesses than fit, every drafted forward runs exactly bc rows."""
+    model, tok = tiny_llama.model, tiny_llama.tokenizer
+    rng = random.Random(0)
+    dec = build_decoder("lookahead", model, tok, bc=bc, ngram=ngram)
+    many = [[tuple(rng.sample(range(3, 250), ngram - 1)) for _ in range(20)]]  # 20 distinct guesses for any root
+    dec.draft_paths = lambda state: many * state.ctx.batch_size
+    g = dec.generate([tok("the cat sat").input_ids], 24, StopCriteria())[0]
+    rows = [r for r in g.extra["chunk_rows"] if r]
+    assert rows[:4] == [bc] * 4 and max(rows) == bc, rows  # the last forwards are cut by the tokens left

@@ -175,22 +175,23 @@ def test_prompt_mean_update_rule_by_hand():
 
 
 class Recorder(ProbingDecoder):
-    """Records, at every proposal: history, the mask logits used, the mask embedding it hangs, the chunk size."""
+    """Records, at every proposal: the history, the mask embedding state, the chunk size and mask input of the draft,
+    and the mask logits the decoder itself drafts from (the `probe` handed to `build_tree`), in `self.log`."""
 
     def propose(self, state):
-        if state.last is None:
-            probe = state.prefill_extra_logits
-        elif state.last.extra_logits is not None:
-            probe = anchored_mask_logits(state.last.extra_logits, state.last.last_node, self.m)
-        else:
-            probe = None
+        rec = {"history": [list(h) for h in state.history], "emb": None}
+        self.log = getattr(self, "log", [])
+        self.log.append(rec)
         draft = super().propose(state)
-        rec = {"history": [list(h) for h in state.history], "probe": probe, "emb": state.data["emb"].clone()}
+        rec["emb"] = state.data["emb"].clone()
         if draft is not None:
             rec["rows"] = draft.buffers.num_nodes + int(draft.extra_parents.numel())
             rec["mask_in"] = draft.extra_embeds[:, 0].clone()
-        self.params.setdefault("log", []).append(rec)
         return draft
+
+    def build_tree(self, probe, root, *args, **kwargs):
+        self.log[-1]["probe"] = probe.clone()
+        return super().build_tree(probe, root, *args, **kwargs)
 
 
 def test_prompt_mean_state_follows_generated_tokens(tiny_llama):
@@ -201,7 +202,7 @@ def test_prompt_mean_state_follows_generated_tokens(tiny_llama):
     emb = model.get_input_embeddings().weight.float()
     e = emb[prompt].mean(0)
     folded = len(prompt)
-    for rec in dec.params["log"]:
+    for rec in dec.log:
         h = rec["history"][0]
         for t in h[folded:]:
             e = 0.75 * e + 0.25 * emb[t]
@@ -213,24 +214,34 @@ def test_prompt_mean_state_follows_generated_tokens(tiny_llama):
 
 
 @pytest.mark.parametrize("m", [1, 2])
-def test_mask_logits_equal_plain_forward(tiny_loaded, m):
-    """The chain hung on the last accepted node gives the logits of a plain forward of the accepted text plus
-    the masks at the bonus token's position and after: the next step's candidates come from the right place."""
+def test_drafts_come_from_the_masks_of_the_last_accepted_node(tiny_loaded, m):
+    """The mask logits the decoder drafts from at every step (what it hands to `build_tree`) equal those of a plain
+    causal forward of the accepted text (all history but the root) plus m masks, whose embedding is the prompt
+    mean updated, independently here, with every token emitted up to the previous step (the embedding the previous
+    verification forward hung). Fails for a decoder that reuses the prefill's mask logits, that reads the root's
+    chain instead of the last accepted node's, or that hangs the never-updated prompt mean."""
     model, tok = tiny_loaded.model, tiny_loaded.tokenizer
-    prompt = tok("seven dogs ran past 12 + 7").input_ids
-    dec = Recorder(model, tok, strategy="prompt_mean", masks_per_step=m, bc=30 if m == 1 else 60)
-    dec.generate([prompt], 16, StopCriteria())
-    log = dec.params["log"]
+    prompt = tok("seven dogs ran past 12 + 7 and 7 + 12 and seven dogs").input_ids
+    dec = Recorder(model, tok, strategy="prompt_mean", alpha=0.3, masks_per_step=m, bc=30 if m == 1 else 60)
+    out = dec.generate([prompt], 24, StopCriteria())[0]
     emb_layer = model.get_input_embeddings()
-    mask_in = dec._mask_inputs(dec._init_emb, m)[0, 0]
-    for rec in log:
+    table = emb_layer.weight.detach().float()
+    e, folded = table[prompt].mean(0), len(prompt)  # the embedding of the masks the prefill forward carried
+    checked = 0
+    for rec in dec.log:
         h = rec["history"][0]
-        x = torch.cat([emb_layer(torch.tensor(h[:-1])), mask_in[None].expand(m, -1)])[None]
-        with torch.no_grad():
-            ref = model(inputs_embeds=x).logits[0, -m:]
-        assert torch.allclose(rec["probe"][0], ref, atol=2e-4), (len(h), (rec["probe"][0] - ref).abs().max())
-        if "mask_in" in rec:
-            mask_in = rec["mask_in"][0]
+        if "probe" in rec:
+            masks = (e * dec.scale).to(table.dtype)[None].expand(m, -1)
+            x = torch.cat([emb_layer(torch.tensor(h[:-1])), masks])[None]
+            with torch.no_grad():
+                ref = model(inputs_embeds=x).logits[0, -m:]
+            assert torch.allclose(rec["probe"][0], ref, atol=2e-4), (len(h), (rec["probe"][0] - ref).abs().max())
+            checked += 1
+        for t in h[folded:]:  # this step's chain hangs the prompt mean updated with every token emitted so far
+            e = 0.7 * e + 0.3 * table[t]
+        folded = len(h)
+    drafted = sum(a > 1 for a in out.accepted[1:])
+    assert checked >= 10 and drafted >= 1, (checked, out.accepted)  # steps after accepted drafts were checked too
 
 
 def test_no_extra_forward_and_prefill_masks(tiny_llama):
@@ -313,10 +324,12 @@ def test_lossless_every_strategy_and_tree(tiny_loaded, batch):
             dec = Recorder(model, tok, **strat, **mode)
             out = dec.generate_all(prompts, 20, stop, batch_size=batch)
             assert [g.tokens for g in out] == expect, (strat, mode)
-            rows = [r["rows"] for r in dec.params["log"] if "rows" in r]
+            rows = [r["rows"] for r in dec.log if "rows" in r]
             assert max(rows) <= mode["bc"], (strat, mode)
+            m = mode.get("masks_per_step", 1)
+            assert rows[0] == (1 + min(m, 19)) * (1 + m) or mode.get("adaptive")  # the prefill's Top-1 chain
             if "branching" not in mode and not mode.get("adaptive"):  # the dynamic budget is used exactly
-                assert rows[0] == mode["bc"] - mode["bc"] % (1 + mode.get("masks_per_step", 1))
+                assert rows[1] == mode["bc"] - mode["bc"] % (1 + m)
             for g in out:
                 assert g.accepted[0] == 1 and sum(g.accepted) >= len(g.tokens)
                 assert len(g.extra["drafted"]) == g.forward_passes

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from mtp_core.config import ConfigError
 from mtp_core.papers.p1 import PAPER
@@ -29,7 +30,7 @@ from mtp_core.papers.p1.report import (
 )
 from mtp_core.report import load_results, write_table
 from mtp_core.results import make_result, write_result
-from mtp_core.validation import load_config
+from mtp_core.validation import load_config, validate_config
 
 from ..conftest import REPO
 
@@ -263,11 +264,15 @@ def test_confidence_figure(tmp_path):
             "confidence_min": 0.1,
             "teacher_loss": [2 - i / 20 for i in range(40)],
             "accepted_len": 1.0,
+            "in_response": True,
+            "context": [f"c{i}" for i in range(40)],
         }
     )
-    fig = confidence_figure(frame, tmp_path / "f6.png", tmp_path / "f6.pdf", bins=5)
+    noise = frame.head(10).assign(in_response=False, teacher_loss=5.0)  # prompt regions: left out
+    dup = frame.tail(5)  # the same contexts again: counted once
+    fig = confidence_figure(pd.concat([frame, noise, dup]), tmp_path / "f6.png", tmp_path / "f6.pdf", bins=5)
     assert (tmp_path / "f6.png").read_bytes()[:8] == PNG_MAGIC
-    assert "Pearson r=-1.00" in fig.axes[0].get_title()
+    assert "n=40 response regions" in fig.axes[0].get_title() and "Pearson r=-1.00" in fig.axes[0].get_title()
 
 
 # ----------------------------------------------------------------------------------------- Figure 6 analysis
@@ -276,6 +281,7 @@ def test_confidence_figure(tmp_path):
 def test_confidence_analysis_on_a_tiny_model(tiny_llama):
     from mtp_core.papers.p1.confidence import COLUMNS, binned, confidence_vs_teacher_loss, correlations
     from mtp_core.papers.p1.mask_token import add_mask_token
+    from mtp_core.papers.p1.train import EncodedRows
 
     model, tok = copy.deepcopy(tiny_llama.model), copy.deepcopy(tiny_llama.tokenizer)
     mask_id = add_mask_token(model, tok)
@@ -283,19 +289,25 @@ def test_confidence_analysis_on_a_tiny_model(tiny_llama):
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(3, 250, (6, 40), generator=g)
     lengths = torch.tensor([40, 40, 30, 25, 40, 12])
+    enc = EncodedRows(tokens, lengths, torch.tensor([10, 0, 0, 5, 40, 3]))  # row 4: all prompt, no response
     kw = dict(seq_len=32, num_regions=4, mask_id=mask_id, pad_id=0, batch_size=4)
-    frame = confidence_vs_teacher_loss(model, teacher, tokens, lengths, k=3, **kw)
+    frame = confidence_vs_teacher_loss(model, teacher, enc, k=3, **kw)
     assert list(frame.columns) == COLUMNS
     assert len(frame) > 0 and set(frame["k"]) == {3} and frame["row"].between(0, 5).all()
     assert frame["confidence"].between(0, 1).all() and (frame["teacher_loss"] >= 0).all()
     # student == teacher: the first prediction of a region (at its last ground-truth slot) is the teacher's own
     assert (frame["accepted_len"] >= 1).all()
     # with k = 1 the rollout is that one token: confidence = P(argmax) = exp(-teacher loss) exactly
-    one = confidence_vs_teacher_loss(model, teacher, tokens, lengths, k=1, **kw)
+    one = confidence_vs_teacher_loss(model, teacher, enc, k=1, **kw)
     assert torch.allclose(
         torch.tensor(one["confidence"].to_numpy()), torch.tensor((-one["teacher_loss"]).to_numpy()).exp(), atol=1e-5
     )
     assert (one["accepted_len"] == 1).all()
+    # a region is in the response when all its targets lie at or after the row's response start
+    assert not frame.loc[frame["row"] == 4, "in_response"].any()
+    assert frame.loc[frame["row"].isin([1, 2]), "in_response"].all()
+    first = frame[frame["row"] == 0].sort_values("region")
+    assert not first["in_response"].iloc[0] and first["in_response"].iloc[-1]  # row 0's response starts at 10
     b = binned(frame, 4)
     assert b["n"].sum() == len(frame) and len(b) == 4
     assert b["confidence_mean"].is_monotonic_increasing
@@ -400,7 +412,8 @@ def test_paper_scale_declares_the_papers_runs_and_tasks():
         "prefix_loss",
         "magpie_data",
     }
-    assert p1["tables"]["table1"]["tasks"] == ["gsm8k_cot", "aime25", "gpqa_main_cot_n_shot"]
+    assert p1["tables"]["table1"]["tasks"] == ["gsm8k_cot_singleshot", "aime25", "gpqa_main_cot_n_shot"]
+    assert p1["evaluation"]["dtype"] == "float32" and p1_plan.eval_dtype(cfg) == "float32"  # as the paper evaluated
     assert p1["decoding"]["conf_adapt"]["taus"] == [
         0.995,
         0.99,
@@ -420,6 +433,14 @@ def test_paper_scale_declares_the_papers_runs_and_tasks():
     magpie = p1_plan.run_plan(cfg, "magpie_data")
     assert cfg["datasets"][magpie.dataset]["kind"] == "sharegpt" and magpie.method["seq_len"] == 1024
     assert p1_plan.run_plan(cfg, "static_k16").method["random_k"] is False
+    # the official layout: one node of 4 GPUs, micro-batch 32, no accumulation; 8 processes cannot split 4 micro-batches
+    raw = yaml.safe_load((REPO / "config/paper.yaml").read_text())
+    raw["papers"]["p1"]["launcher"]["tasks_per_node"] = 8
+    with pytest.raises(ConfigError, match=r"papers\.p1\.runs\.main: .* not divisible by world_size 8 .*= 8 processes"):
+        validate_config(raw)
+    launcher = p1_plan.launcher_settings(cfg, "main")
+    assert launcher["tasks_per_node"] == 4 and launcher["gpus_per_node"] == 4
+    assert p1_plan.run_plan(cfg, "main").train["global_batch_size"] == 4 * 32
 
 
 # -------------------------------------------------------------------------------------- conversation rows

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from mtp_core.config import ConfigError
 from mtp_core.data.prompts import first_per_category
@@ -174,3 +175,18 @@ def test_category_and_alignment_figures(tiny_cfg, tmp_path):
     )
     alignment_figure(curves, tmp_path / "f2.png", tmp_path / "f2.pdf")
     assert (tmp_path / "f2.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_bc_accounting_rows_or_nodes():
+    """§3.3 counts every row of a verification forward; §4 counts draft nodes: a method then runs BC + 1 rows,
+    probing (BC + 1) x (1 + masks)."""
+    raw = yaml.safe_load((REPO / "config/tiny.yaml").read_text())
+    rows = validate_config(copy.deepcopy(raw))
+    raw["papers"]["p3"]["bc_accounting"] = "nodes"
+    nodes = validate_config(raw)
+    assert p3_plan.setting_params(rows, "pld", 30)["num_draft"] == 29
+    assert p3_plan.setting_params(nodes, "pld", 30)["num_draft"] == 30
+    assert p3_plan.setting_params(rows, "probing", 30)["bc"] == 30
+    assert p3_plan.setting_params(nodes, "probing", 30)["bc"] == 62  # 31 rows, each with its mask
+    assert p3_plan.setting_params(nodes, "probing", 60)["bc"] == 183  # two masks at BC 60: 61 x 3
+    assert p3_plan.setting_params(nodes, "stand", 10)["bc"] == 11

@@ -157,3 +157,15 @@ def test_repetitive_prompt_accepts_drafts(tiny_llama):
     out = build_decoder("stand", model, tok).generate([tok("----------").input_ids], 32, StopCriteria())
     assert out[0].tokens_per_forward > 1.5, out[0].accepted
     assert torch.tensor(out[0].accepted).max() > 2
+
+
+def test_a_rows_draws_do_not_depend_on_its_batch(tiny_llama):
+    """Gumbel drafting with a generator per row: a prompt decoded alone and in a batch with others drafts and
+    accepts the same (the accepted counts per forward are equal)."""
+    model, tok = tiny_llama.model, tiny_llama.tokenizer
+    prompts = [tok(t).input_ids for t in ("a b a b a b a b c", "x y z x y z x y", "one two one two one")]
+    dec = build_decoder("stand", model, tok, bc=10, sampling="gumbel", seed=3)
+    batched = dec.generate(prompts, 16, StopCriteria())
+    for p, g in zip(prompts, batched):
+        alone = dec.generate([p], 16, StopCriteria())[0]
+        assert alone.tokens == g.tokens and alone.accepted == g.accepted

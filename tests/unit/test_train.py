@@ -11,6 +11,7 @@ import torch
 
 from mtp_core.data.rows import render_example
 from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.papers.p1.losses import p1_loss
 from mtp_core.papers.p1.mask_token import MTP_TOKEN, add_mask_token
 from mtp_core.papers.p1.train import (
     P1Batches,
@@ -55,9 +56,9 @@ def _setup(p1_overrides=None, arch="llama"):
     model, tok = tiny_model(tiny_spec(arch)), tiny_tokenizer()
     mask_id = add_mask_token(model, tok, seed=0)
     cfg = P1Config.from_dict({"seq_len": 32, "k_max": 4, "seed": 1, **(p1_overrides or {})})
-    tokens, lengths = encode_examples(ROWS, tok, "chat", max_row_tokens(cfg))
+    encoded = encode_examples(ROWS, tok, "chat", max_row_tokens(cfg))
     step = P1Step(model, cfg, tokenizer=tok)
-    batches = P1Batches(tokens, lengths, cfg, mask_id=mask_id, pad_id=tok.pad_token_id)
+    batches = P1Batches(encoded, cfg, mask_id=mask_id, pad_id=tok.pad_token_id)
     return model, tok, step, batches
 
 
@@ -124,23 +125,28 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert again.resumed_from == 6 and len(read_curves(tmp_path / "run" / "curves.csv")) == 6
 
 
-def test_accumulation_equals_one_big_batch(tmp_path):
-    """With fixed k and offset, 4 micro-batches of 1 row give the gradient of one batch of 4 rows (token-weighted
-    mean over the global batch), although the rows carry different numbers of supervised tokens."""
-    p1 = {"seq_len": 48, "random_k": False, "random_offset": False, "loss": {"prefix_weight": 0.3}}
-    grads, rows = {}, {}
-    for micro in (4, 1):
-        model, _, step, batches = _setup(p1)
-        cfg = _tcfg(max_steps=1, global_batch_size=4, micro_batch_size=micro, checkpoint_every=0, grad_clip=0)
-        train(step, model, batches, cfg, tmp_path / f"m{micro}")
-        grads[micro] = {n: p.grad.clone() for n, p in model.named_parameters()}
-        rows[micro] = read_curves(tmp_path / f"m{micro}" / "curves.csv")[0]
-    weights = [b.supervised.sum().item() for b in (batches.micro_batch(MicroBatchSpec(0, c, c, 1)) for c in range(4))]
-    assert len(set(weights)) > 1  # the rows really differ (the short row drops regions)
-    for n in grads[4]:
-        torch.testing.assert_close(grads[1][n], grads[4][n], atol=1e-6, rtol=1e-4)
-    assert float(rows[1]["loss"]) == pytest.approx(float(rows[4]["loss"]), rel=1e-5)
-    assert rows[1]["weight"] == rows[4]["weight"] and rows[1]["tokens"] == rows[4]["tokens"]
+@pytest.mark.parametrize("weighting", ["micro_batch", "tokens"])
+def test_step_gradient_is_the_configured_mean_of_its_micro_batches(tmp_path, weighting):
+    """One step over 4 micro-batches of 1 row, each with its own (k, offset) draw and a prefix loss, gives the
+    gradient of the objective written by hand from the same micro-batches: the mean of their mean losses
+    (`micro_batch`, the official `loss / grad_accum`) or their losses weighted by supervised slots (`tokens`)."""
+    model, _, step, batches = _setup({"seq_len": 48, "loss": {"prefix_weight": 0.3}})
+    ref = copy.deepcopy(model)  # the initial weights; the step's teacher is a copy of them too
+    cfg = _tcfg(
+        max_steps=1, global_batch_size=4, micro_batch_size=1, checkpoint_every=0, grad_clip=0, loss_weighting=weighting
+    )
+    train(step, model, batches, cfg, tmp_path / "m")
+    micro = [batches.micro_batch(MicroBatchSpec(0, c, c, 1)) for c in range(4)]
+    assert len({(b.k, b.offset) for b in micro}) > 1  # the micro-batches really draw differently
+    outs = [p1_loss(ref, step.teacher, b, step.cfg.loss) for b in micro]
+    assert len({o.weight for o in outs}) > 1  # and carry different numbers of supervised slots
+    if weighting == "micro_batch":
+        loss = sum(o.loss for o in outs) / len(outs)
+    else:
+        loss = sum(o.loss * o.weight for o in outs) / sum(o.weight for o in outs)
+    loss.backward()
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-4, msg=name)
 
 
 class _ToyStep:
@@ -294,11 +300,15 @@ def test_templates_lengths_and_stream():
     tok_bos = copy.deepcopy(tok)
     tok_bos.bos_token = "<|endoftext|>"
     assert render_example(row, tok_bos, "plain") == "<|endoftext|>Q?\n\nA."
-    ids, lens = encode_examples([row], tok_bos, "plain", 8, pad_id=2)
-    assert ids[0, 0].item() == tok_bos.bos_token_id and lens.tolist() == [1 + 2 + 2 + 2]
-    ids, lens = encode_examples([row, {"query": "x" * 50, "response": "y"}], tok, "chat", 20)
+    enc = encode_examples([row], tok_bos, "plain", 8, pad_id=2)
+    assert enc.tokens[0, 0].item() == tok_bos.bos_token_id and enc.lengths.tolist() == [1 + 2 + 2 + 2]
+    assert enc.response_start.tolist() == [1 + 2 + 2]  # after BOS, "Q?" and "\n\n"
+    enc = encode_examples([row, {"query": "x" * 50, "response": "y"}], tok, "chat", 20)
+    ids, lens = enc.tokens, enc.lengths
     assert ids.shape == (2, 20) and lens[1] > 20  # true length kept past truncation: no false end
     assert (ids[0, lens[0] :] == tok.pad_token_id).all()
+    # the chat response starts after "<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n" (1+5+2+1+1+1+10+1)
+    assert enc.response_start[0].item() == len(tok("<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n").input_ids)
     cfg = P1Config()
     assert cfg.num_regions == 5 and max_row_tokens(cfg) == 157  # official train_block_size 156 + 1
     # the stream: each epoch a permutation, a pure function of the position

@@ -114,7 +114,7 @@ def eval_inputs(wildcards):
 
 
 def all_targets():
-    """Every table and figure of `rule all`: the foundation's, every enabled paper's (`mtp_core.registry`), and
+    """Every table and figure of the `all` target: the foundation's, every enabled paper's (`mtp_core.registry`), and
     the leaderboard's."""
     targets = [
         f"{RESULTS}/tables/base/decoding.csv",

@@ -10,16 +10,13 @@ LB = lb.enabled(config)  # checked before any job (common.smk: validation.check_
 LB_ROWS = lb.job_rows(config) if LB else []
 
 
-def leaderboard_inputs(wildcards):
-    """The model, the prompt set and every trained checkpoint a row runs on (the papers' rules make them)."""
-    return {"model": model_input(lb.model(config)), "prompts": prompt_file(wildcards.prompt_set),
-            "checkpoints": lb.checkpoints(config)}
-
-
-# One job per prompt set: every row on the same prompts, interleaved (bench protocol), one result per row.
+# One job per prompt set: every row on the same prompts, interleaved (bench protocol), one result per row. Inputs:
+# the model, the prompt set and every trained checkpoint a row runs on (the papers' rules make them).
 rule leaderboard_decode:
     input:
-        unpack(leaderboard_inputs),
+        model=model_input(lb.model(config)) if LB else [],
+        prompts=lambda wc: prompt_file(wc.prompt_set),
+        checkpoints=lb.checkpoints(config) if LB else [],
     output:
         results=[lb.result_path(config, "{prompt_set}", r["label"]) for r in LB_ROWS],
     params:

@@ -2,51 +2,12 @@
 # Decoding jobs (one per model and method: greedy and the method at every block complexity a table or figure
 # needs, side by side with the bench protocol), the hidden-state alignment analysis of Figure 2, Tables 1-2, the
 # pruning ablation and Figures 2, 4 and 5. Every name comes from `mtp_core.papers.p3.plan` through the helpers
-# below.
+# in p3_helpers.smk.
 #   snakemake -c2 results/tables/p3/table1.csv     one table (runs the decoding jobs it reads)
 #   snakemake -c2 results/decode/p3/smollm2-135m/prompts-specbench/probing-bc30.json   one decoding job
 
-# ---- helpers: methods, settings, result files, tables and figures come from `mtp_core.papers.p3.plan`; these only
-# turn them into rule inputs and wildcard choices.
-import mtp_core.papers.p3.plan as p3plan
-from mtp_core.papers.p3 import PAPER as P3_PAPER
+include: "p3_helpers.smk"
 
-P3 = P3_PAPER.enabled(config)  # checked before any job (common.smk: validation.check_references -> p3plan.check)
-P3_JOBS = p3plan.decode_jobs(config) if P3 else []
-
-
-def p3_methods():
-    """Methods with a decoding job (on some model)."""
-    return list(dict.fromkeys(j.method for j in P3_JOBS))
-
-
-def p3_decode_outputs():
-    """Result files of a decoding job, with `{model}` and `{method}` wildcards: greedy, then each BC."""
-    bcs = p3plan.block_complexities(config) if P3 else []
-    names = [p3plan.setting_label("{method}", None)] + [p3plan.setting_label("{method}", bc) for bc in bcs]
-    return [p3plan.result_path("{model}", p3plan.prompt_set(config) if P3 else "", n) for n in names]
-
-
-def p3_decode_inputs(wildcards):
-    return {"model": model_input(wildcards.model), "prompts": prompt_file(p3plan.prompt_set(config))}
-
-
-def p3_alignment_csv(model):
-    return f"{p3plan.alignment_dir(model)}/alignment.csv"
-
-
-def p3_alignment_inputs(wildcards):
-    return {"model": model_input(wildcards.model), "prompts": prompt_file(p3plan.prompt_set(config))}
-
-
-def p3_experiment_inputs(wildcards):
-    """Result files of a table or per-category figure (`wildcards.table` or `wildcards.figure`)."""
-    return p3plan.experiment_results(config, getattr(wildcards, "table", None) or wildcards.figure)
-
-
-def p3_experiment_params(name):
-    """What the table / figure script needs: the settings it shows (paths, references, titles, BCs)."""
-    return {"name": name, "settings": p3plan.experiment_settings(config, name)}
 
 # One job per (model, method): greedy and the method at every block complexity, side by side.
 rule p3_decode:

@@ -21,7 +21,7 @@ Threads: torch uses config["threads"].
 import torch
 
 from mtp_core.config import model_spec
-from mtp_core.evaluate import EvalSettings, check_task_data, is_local_task, run_evaluation
+from mtp_core.evaluate import EvalSettings, check_task_data, run_evaluation, task_dataset
 from mtp_core.io import log_to_file
 from mtp_core.models import load_model
 
@@ -30,7 +30,7 @@ log_to_file(smk.log[0])
 torch.set_num_threads(smk.config["threads"])
 
 task, data = smk.params.task, smk.input.get("data") or None  # an empty named input reads as []
-if is_local_task(task):
+if task_dataset(smk.config, task) is not None:
     if data is None:
         raise ValueError(f"task {task!r} needs `input.data`, its test split")
     check_task_data(task, data)  # bad rows fail here, before the model loads

@@ -30,17 +30,18 @@ else:
     import torch
 
     from mtp_core.config import model_spec
-    from mtp_core.evaluate import EvalSettings, check_task_data, is_local_task, run_evaluation
+    from mtp_core.evaluate import EvalSettings, check_task_data, run_evaluation
     from mtp_core.models import load_model
 
     torch.set_num_threads(smk.threads)
     task, data = smk.params.task, smk.input.get("data") or None
-    if is_local_task(task):
+    if data is not None:  # a task on local data
         check_task_data(task, data)
     loaded = load_model(
         model_spec(smk.config, smk.params.model),
         base_dir=smk.input.get("model") or None,
         device="cuda" if torch.cuda.is_available() else "cpu",
+        dtype=smk.params.dtype,
     )
     run_evaluation(
         smk.config,

@@ -15,7 +15,7 @@ from mtp_core.config import model_spec
 from mtp_core.data.rows import read_rows, resolve_template
 from mtp_core.io import atomic_write_json, atomic_write_text, log_to_file
 from mtp_core.models import load_model
-from mtp_core.papers.p1.confidence import binned, confidence_vs_teacher_loss, correlations
+from mtp_core.papers.p1.confidence import binned, confidence_vs_teacher_loss, correlations, response_regions
 from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens
 
@@ -28,19 +28,18 @@ rows = read_rows(smk.input.data, smk.params.on_bad_row)[: spec["rows"]]
 mspec = model_spec(smk.config, smk.params.model)
 student = load_model(mspec, checkpoint=smk.input.student, device=device)
 teacher = load_model(mspec, base_dir=smk.input.get("base") or None, device=device)
-mask_id = add_mask_token(teacher.model, teacher.tokenizer, seed=int(smk.params.mask_seed))
+mask_id = add_mask_token(teacher.model, teacher.tokenizer, seed=int(smk.params.mask_seed), cov_scale=cfg.mask_cov_scale)
 if mask_id != student.model.config.mtp_mask_token_id:
     raise ValueError(f"teacher mask id {mask_id} != student's {student.model.config.mtp_mask_token_id}")
 tok = student.tokenizer
 pad_id = tok.pad_token_id if tok.pad_token_id is not None else student.eos_ids[0]
 template = resolve_template(cfg.template, student.chat_template)
-tokens, lengths = encode_examples(rows, tok, template, max_row_tokens(cfg), cfg.append_eos, pad_id)
+encoded = encode_examples(rows, tok, template, max_row_tokens(cfg), cfg.append_eos, pad_id)
 k = int(spec.get("k") or cfg.k_max)
-frame = confidence_vs_teacher_loss(
+regions = confidence_vs_teacher_loss(
     student.model,
     teacher.model,
-    tokens,
-    lengths,
+    encoded,
     seq_len=cfg.seq_len,
     num_regions=cfg.num_regions,
     k=k,
@@ -49,11 +48,14 @@ frame = confidence_vs_teacher_loss(
     batch_size=int(spec["batch_size"]),
     seed=int(spec["seed"]),
 )
-atomic_write_text(smk.output.csv, frame.to_csv(index=False, lineterminator="\n"))
+atomic_write_text(smk.output.csv, regions.to_csv(index=False, lineterminator="\n"))
+frame = response_regions(regions)  # what Figure 6 shows: regions about answers, each context once
 atomic_write_json(
     smk.output.summary,
     {
         "rows": len(rows),
+        "regions_all": len(regions),
+        "regions_in_response": int(regions["in_response"].astype(bool).sum()),
         "regions": len(frame),
         "k": k,
         "template": template,

@@ -12,7 +12,7 @@ snakemake.output.results  one JSON per decoder label
 import torch
 
 from mtp_core.config import model_spec
-from mtp_core.evaluate import EvalSettings, check_task_data, is_local_task, run_evaluation
+from mtp_core.evaluate import EvalSettings, check_task_data, run_evaluation
 from mtp_core.io import log_to_file
 from mtp_core.models import load_model
 
@@ -20,7 +20,7 @@ smk = snakemake
 log_to_file(smk.log[0])
 torch.set_num_threads(smk.threads)
 task, data = smk.params.task, smk.input.get("data") or None
-if is_local_task(task):
+if data is not None:  # a task on local data: bad rows fail here, before the model loads
     check_task_data(task, data)
 decoders = dict(smk.params.decoders)
 if len(decoders) != len(smk.output.results):
@@ -29,6 +29,7 @@ loaded = load_model(
     model_spec(smk.config, smk.params.model),
     checkpoint=smk.params.checkpoint,
     device="cuda" if torch.cuda.is_available() else "cpu",
+    dtype=smk.params.dtype,
 )
 settings = EvalSettings.from_config(smk.config, **dict(smk.params.settings))
 for (label, params), out in zip(decoders.items(), smk.output.results):

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..io import ReadReport, atomic_write_json, atomic_write_jsonl
 from .metamathqa import load_gsm8k_test, load_metamathqa
 from .split import split_by_group, split_report
-from .synthetic import generate_test, generate_train
+from .synthetic import Difficulty, generate_test, generate_train
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
@@ -28,9 +28,10 @@ def build_math(spec: dict, seed: int, on_bad_row: str = "error") -> tuple[dict[s
     kind = spec["kind"]
     reads: dict[str, dict] = {}
     if kind == "synthetic_math":
-        rows = [ex.row for ex in generate_train(spec["n_seed_problems"], spec.get("augmentations", {}), seed)]
+        level = Difficulty.from_dict(spec.get("difficulty"))
+        rows = [ex.row for ex in generate_train(spec["n_seed_problems"], spec.get("augmentations", {}), seed, level)]
         seeds = {row["original_question"] for row in rows}
-        test = [ex.row for ex in generate_test(spec["n_test_problems"], seed, exclude=seeds)]
+        test = [ex.row for ex in generate_test(spec["n_test_problems"], seed, exclude=seeds, difficulty=level)]
     elif kind == "metamathqa":
         train_read, test_read = ReadReport(spec["path"]), ReadReport(spec["test"]["path"])
         rows = list(load_metamathqa(spec["path"], on_bad_row, train_read))

@@ -11,6 +11,7 @@ fine-tunes of `finetuned` models (`train.sft`) and the later papers' trainings o
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..io import read_jsonl, require_text_fields
@@ -49,6 +50,16 @@ def render_example(row: dict, tokenizer: Any, template: str) -> str:
     if template == "plain":
         return (tokenizer.bos_token or "") + row["query"] + "\n\n" + row["response"]
     raise ValueError(f"template must be 'chat' or 'plain', got {template!r}")
+
+
+def response_start(example: Sequence[int], prompt: Sequence[int]) -> int:
+    """Index of a tokenised example's first response token: where it stops agreeing with its tokenised prompt
+    (`render_prompt`), at least 1; the prompt's length unless a merge crosses the boundary."""
+    n = min(len(example), len(prompt))
+    for i in range(n):  # a loop over one row's prompt, once per row at load time
+        if example[i] != prompt[i]:
+            return max(1, i)
+    return max(1, n)
 
 
 def render_prompt(row: dict, tokenizer: Any, template: str) -> str:

@@ -64,6 +64,52 @@ _PRONOUNS = {"she": ("she", "her", "her"), "he": ("he", "his", "him")}
 MAX_TRIES = 2000
 
 
+@dataclass(frozen=True)
+class Difficulty:
+    """Which problems the generator draws (dataset key `difficulty`; the defaults draw every template as written):
+    `max_steps` keeps the templates of at most that many solution steps, `operations` those whose steps use only
+    these operators, `max_value` caps every quantity (ranges clipped; a template left without values is dropped),
+    every step result and the answer (draws beyond it are redrawn). Smaller numbers and fewer steps make a small
+    model's arithmetic succeed, so that an accuracy can move (a 135M model solves few of the default problems)."""
+
+    max_steps: int | None = None
+    operations: tuple[str, ...] = ("+", "-", "*", "/")
+    max_value: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operations", tuple(self.operations))
+        bad = sorted(set(self.operations) - {"+", "-", "*", "/"})
+        if bad or not self.operations:
+            raise ValueError(f"difficulty.operations: {bad or 'none'} (choose from + - * /)")
+        if self.max_steps is not None and self.max_steps < 1 or self.max_value is not None and self.max_value < 2:
+            raise ValueError("difficulty: max_steps must be >= 1 and max_value >= 2")
+
+    @classmethod
+    def from_dict(cls, d: Mapping | None) -> Difficulty:
+        return cls(**dict(d or {}))
+
+    def quantities(self, template: Template) -> dict[str, list[int]] | None:
+        """The template's quantity choices under `max_value`, None when it is not drawn at all."""
+        ops = {c for step in template.steps for c in step.expr if c in "+-*/"}
+        if not ops <= set(self.operations) or (self.max_steps is not None and len(template.steps) > self.max_steps):
+            return None
+        cap = self.max_value
+        out = {k: [v for v in choices if cap is None or v <= cap] for k, choices in template.quantities.items()}
+        return out if all(out.values()) else None
+
+    def templates(self) -> list[Template]:
+        out = [t for t in TEMPLATES if self.quantities(t) is not None]
+        if not out:
+            raise ValueError(f"difficulty {self}: no word-problem template is left")
+        return out
+
+    def admits(self, values: Mapping[str, Number]) -> bool:
+        return self.max_value is None or all(v <= self.max_value for v in values.values())
+
+
+ANY = Difficulty()
+
+
 def stream(name: str, seed: int) -> random.Random:
     """An independent, reproducible random stream (`train`, `test`, `pretrain`, `aug/<i>`, ...)."""
     return random.Random(f"mtp-synthetic-math/{name}/{seed}")
@@ -126,17 +172,21 @@ def run_steps(template: Template, env: Mapping[str, Number]) -> dict[str, Number
     return values
 
 
-def sample_problem(template: Template, rng: random.Random) -> Problem:
-    """Draw quantities until every step is a positive whole number; the steps must agree with `solve`."""
+def sample_problem(template: Template, rng: random.Random, difficulty: Difficulty = ANY) -> Problem:
+    """Draw quantities until every step is a positive whole number within the difficulty's cap; the steps must
+    agree with `solve`."""
+    choices_of = difficulty.quantities(template) if difficulty is not ANY else template.quantities
+    if choices_of is None:
+        raise ValueError(f"template {template.name} is not drawn at difficulty {difficulty}")
     for _ in range(MAX_TRIES):
-        values = {k: rng.choice(choices) for k, choices in template.quantities.items()}
+        values = {k: rng.choice(choices) for k, choices in choices_of.items()}
         person = rng.choice(PEOPLE)
         phrasing = rng.randrange(len(template.phrasings))
         try:
             steps = run_steps(template, values)
         except NotExact:
             continue
-        if all(isinstance(v, int) and v > 0 for v in steps.values()):
+        if all(isinstance(v, int) and v > 0 for v in steps.values()) and difficulty.admits(steps):
             if steps[template.answer] != template.solve(values):
                 raise RuntimeError(
                     f"template {template.name}: steps give {steps[template.answer]}, solve gives "
@@ -146,17 +196,20 @@ def sample_problem(template: Template, rng: random.Random) -> Problem:
     raise RuntimeError(f"template {template.name}: no valid quantities in {MAX_TRIES} draws")
 
 
-def seed_problems(n: int, rng: random.Random, exclude: frozenset[str] | set[str] = frozenset()) -> list[Problem]:
-    """`n` problems with distinct questions (none in `exclude`), cycling through the templates in a freshly
-    shuffled order each round so that every template is used once n >= len(TEMPLATES)."""
+def seed_problems(
+    n: int, rng: random.Random, exclude: frozenset[str] | set[str] = frozenset(), difficulty: Difficulty = ANY
+) -> list[Problem]:
+    """`n` problems with distinct questions (none in `exclude`), cycling through the templates of `difficulty`
+    in a freshly shuffled order each round so that every template is used once n >= their number."""
     seen, out = set(exclude), []
+    templates = difficulty.templates()
     for _ in range(MAX_TRIES):
-        order = list(TEMPLATES)
+        order = list(templates)
         rng.shuffle(order)
         for template in order:
             if len(out) == n:
                 return out
-            problem = sample_problem(template, rng)
+            problem = sample_problem(template, rng, difficulty)
             if problem.question not in seen:
                 seen.add(problem.question)
                 out.append(problem)
@@ -330,18 +383,22 @@ def augment(problem: Problem, augmentations: Mapping[str, int], rng: random.Rand
     return out
 
 
-def generate_train(n_seed_problems: int, augmentations: Mapping[str, int], seed: int) -> list[Example]:
+def generate_train(
+    n_seed_problems: int, augmentations: Mapping[str, int], seed: int, difficulty: Difficulty = ANY
+) -> list[Example]:
     """Seed problems from the `train` stream, each followed by its augmentations (each problem's
     augmentations use their own stream, so changing a count never changes other problems)."""
-    problems = seed_problems(n_seed_problems, stream("train", seed))
+    problems = seed_problems(n_seed_problems, stream("train", seed), difficulty=difficulty)
     return [ex for i, p in enumerate(problems) for ex in augment(p, augmentations, stream(f"aug/{i}", seed))]
 
 
-def generate_test(n_test_problems: int, seed: int, exclude: frozenset[str] | set[str] = frozenset()) -> list[Example]:
+def generate_test(
+    n_test_problems: int, seed: int, exclude: frozenset[str] | set[str] = frozenset(), difficulty: Difficulty = ANY
+) -> list[Example]:
     """Held-out seed problems from the `test` stream, no augmentations, none equal to a question in
     `exclude`; rows also carry `answer` (the number as a string)."""
     out = []
-    for problem in seed_problems(n_test_problems, stream("test", seed), exclude):
+    for problem in seed_problems(n_test_problems, stream("test", seed), exclude, difficulty):
         ex = seed_example(problem)
         ex.row["answer"] = str(problem.answer)
         out.append(ex)

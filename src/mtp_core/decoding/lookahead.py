@@ -25,8 +25,9 @@ acceptance (after accepting k tokens its guesses are stale by k positions; Jacob
 initial guess); it starts filled with tokens drawn uniformly from the prompt (seeded by `seed`), all levels at
 once; with `pool_from_prompt` (default True, `lade`'s `POOL_FROM_PROMPT`) the pool starts with the prompt's
 N-grams; the verification candidates are all the pool holds for the root (at most G), most recent first. Block
-complexity (rows of one forward, paper 3) is 1 + W(N-1) + G(N-1) at most; `bc` (without `window`/`guess`) sets
-W = G = (bc - 1) // (2 (N - 1)). Batches: every row has its own window and pool; the rows' verification tries
+complexity (rows of one forward, paper 3) is 1 + W(N-1) + G(N-1) at most with `window`/`guess`; `bc` alone fills
+its budget: W = half the whole n-grams of bc - 1 rows (rounded up), then G guesses enough to fill the rest, their
+trie cut to it (BC 10/30/60 at N 3/4/5: W 2/5/7, G 3/5/8, 10/30/60 rows; lade's W = G would use 9/25/57). Batches: every row has its own window and pool; the rows' verification tries
 are merged by `ngram.union_tree`.
 
 Params: `ngram` (N, 4), `window` (W), `guess` (G), `bc` (30 when W, G are not given), `pool_from_prompt` (True),
@@ -80,14 +81,16 @@ class LookaheadDecoder(PathDraftDecoder):
             raise ValueError("lookahead: give both window and guess, or neither (then bc sets them)")
         if "window" in params:
             w, g = int(params["window"]), int(params["guess"])
+            bc = 1 + (w + g) * (n - 1)
+            if "bc" in params and bc > int(params["bc"]):
+                raise ValueError(f"lookahead: window {w} + guess {g} at ngram {n} need {bc} rows > bc={params['bc']}")
         else:
-            w = g = (int(params.get("bc", 30)) - 1) // (2 * (n - 1))
+            bc = int(params.get("bc", 30))
+            w = -(-((bc - 1) // (n - 1)) // 2)  # half the whole n-grams the budget holds, rounded up
+            g = -(-(bc - 1 - w * (n - 1)) // (n - 1))  # guesses enough to fill the rest (the trie is cut to it)
         if w < 1 or g < 1:
             raise ValueError(f"lookahead: window and guess must be >= 1 (got {w}, {g}; bc too small for ngram={n}?)")
-        self.n, self.w, self.g = n, w, g
-        self.bc = 1 + (w + g) * (n - 1)
-        if "bc" in params and self.bc > int(params["bc"]):
-            raise ValueError(f"lookahead: window {w} + guess {g} at ngram {n} need {self.bc} rows > bc={params['bc']}")
+        self.n, self.w, self.g, self.bc = n, w, g, bc
         super().__init__(model, tokenizer, draft_depth=n - 1, max_rows=self.bc, **params)
         self.pool_from_prompt = bool(params.get("pool_from_prompt", True))
         self.seed = int(params.get("seed", 0))

@@ -9,8 +9,8 @@ Registered as `stand`. Lossless at temperature 0: drafts only propose, greedy tr
   in under the contexts ending at that node: the logits the step computed anyway, no extra forward.
 * Lookup backs off from the longest stored context to the shortest.
 * Stochastic drafting: the children of a node are a Gumbel-top-k sample (without replacement) of `branch`
-  tokens from the stored distribution of its context (`sampling="gumbel"`, seeded by `seed`); `"topk"` takes
-  the most probable ones.
+  tokens from the stored distribution of its context (`sampling="gumbel"`; a generator per row seeded by `seed`
+  and the row's prompt, so a row draws alike in any batch); `"topk"` takes the most probable ones.
 * Tree: STAND uses a static tree fitted offline (625 candidate nodes cut to the 80 most useful on 30 AIME
   samples); we have no such calibration set, so we build the tree per step best first: the `bc` - 1 nodes of
   highest path probability (product of stored probabilities along the path, the usefulness criterion a static
@@ -27,6 +27,7 @@ Params: `bc` (30), `branch` (children per node, 4), `max_depth` (8), `order` (4)
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -66,7 +67,11 @@ class StandDecoder(PathDraftDecoder):
         super().__init__(model, tokenizer, draft_depth=self.max_depth, max_rows=self.bc, **params)
 
     def start(self, state: TreeState) -> None:
-        self._rng = np.random.default_rng(self.seed)  # the same draws for the same call
+        # one generator per row, seeded by `seed` and the row's prompt: a row draws the same whatever shares its batch
+        state.data["rng"] = [
+            np.random.default_rng([self.seed, zlib.crc32(np.asarray(h[:plen], dtype=np.int64).tobytes())])
+            for h, plen in zip(state.history, state.prompt_lens)
+        ]
         memories = []
         for h, plen in zip(state.history, state.prompt_lens):
             mem = NGramMemory(self.order, self.memory_topk)
@@ -98,9 +103,9 @@ class StandDecoder(PathDraftDecoder):
         return (top.values - logits.logsumexp(-1, keepdim=True)).exp(), top.indices
 
     def draft_paths(self, state: TreeState) -> list[list[Path]]:
-        rng = self._rng if self.sampling == "gumbel" else None
+        gumbel = self.sampling == "gumbel"
         ctx_len = self.order - 1
         return [
-            best_first_paths(mem, h[-ctx_len:], self.bc - 1, self.branch, self.max_depth, rng)
-            for mem, h in zip(state.data["memory"], state.history)
+            best_first_paths(mem, h[-ctx_len:], self.bc - 1, self.branch, self.max_depth, rng if gumbel else None)
+            for mem, h, rng in zip(state.data["memory"], state.history, state.data["rng"])
         ]

@@ -19,17 +19,20 @@ from ..io import read_jsonl, require_text_fields
 
 TEMPLATE_DIR = Path(__file__).parent / "tasks"
 DATA_PLACEHOLDER = "__TEST_JSONL__"
+LM_EVAL_TASKS_PLACEHOLDER = "__LM_EVAL_TASKS__"  # lm-eval's own task directory (a local task may extend a stock one)
 
 
 @dataclass(frozen=True)
 class LocalTask:
     template: str  # file in TEMPLATE_DIR
-    dataset_kind: str  # `kind` of the config dataset whose test split the task reads
-    fields: tuple[str, ...]  # row fields the prompt and target use
+    dataset_kind: str | None  # `kind` of the config dataset whose test split the task reads; None: hub data
+    fields: tuple[str, ...] = ()  # row fields the prompt and target use
 
 
 LOCAL_TASKS: dict[str, LocalTask] = {
     "synthetic_math_cot": LocalTask("synthetic_math_cot.yaml", "synthetic_math", ("query", "answer")),
+    # paper 1's GSM8K variant (its lm-eval fork): stock 8-shot `gsm8k_cot` with "A: Let's think step by step."
+    "gsm8k_cot_singleshot": LocalTask("gsm8k_cot_singleshot.yaml", None),
 }
 
 
@@ -39,8 +42,8 @@ def is_local_task(task: str) -> bool:
 
 def task_dataset(config: dict, task: str) -> str | None:
     """The config dataset whose test split local `task` reads (the first declared dataset of the task's
-    kind); None for lm-eval built-in tasks, which bring their own data."""
-    if not is_local_task(task):
+    kind); None for lm-eval built-in tasks and local tasks on hub data, which bring their own data."""
+    if not is_local_task(task) or LOCAL_TASKS[task].dataset_kind is None:
         return None
     kind = LOCAL_TASKS[task].dataset_kind
     for name, ds in config["datasets"].items():
@@ -60,14 +63,20 @@ def check_task_data(task: str, test_path: str | os.PathLike) -> int:
     return rows
 
 
-def write_task_yaml(task: str, test_path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
-    """Materialise the template of local `task` into `out_dir` with the absolute path of its test split."""
+def write_task_yaml(task: str, test_path: str | os.PathLike | None, out_dir: str | os.PathLike) -> Path:
+    """Materialise the template of local `task` into `out_dir` with the absolute path of its test split (tasks
+    on local data) and of lm-eval's own task directory (tasks that extend a stock one)."""
     if not is_local_task(task):
         raise KeyError(f"{task!r} is not a local task (local: {', '.join(sorted(LOCAL_TASKS))})")
+    import lm_eval.tasks
+
     text = (TEMPLATE_DIR / LOCAL_TASKS[task].template).read_text()
+    text = text.replace(LM_EVAL_TASKS_PLACEHOLDER, str(Path(lm_eval.tasks.__file__).parent))
+    if test_path is not None:
+        text = text.replace(DATA_PLACEHOLDER, json.dumps(str(Path(test_path).resolve())))
     out = Path(out_dir) / LOCAL_TASKS[task].template
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text.replace(DATA_PLACEHOLDER, json.dumps(str(Path(test_path).resolve()))))
+    out.write_text(text)
     return out
 
 
@@ -78,8 +87,12 @@ def task_manager_for(task: str, test_path: str | os.PathLike | None = None, out_
 
     if not is_local_task(task):
         return TaskManager()
-    if test_path is None or out_dir is None:
-        raise ValueError(f"local task {task!r} needs its test split and a directory for its YAML")
-    check_task_data(task, test_path)
+    reads_data = LOCAL_TASKS[task].dataset_kind is not None
+    if out_dir is None or (reads_data and test_path is None):
+        raise ValueError(
+            f"local task {task!r} needs {'its test split and ' if reads_data else ''}a directory for its YAML"
+        )
+    if reads_data:
+        check_task_data(task, test_path)
     write_task_yaml(task, test_path, out_dir)
     return TaskManager(include_path=str(out_dir), include_defaults=False)

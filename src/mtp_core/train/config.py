@@ -29,9 +29,11 @@ class TrainConfig:
     Schedule: `warmup_steps` of linear warm-up, then `schedule` = constant | cosine | linear decay to
     `min_lr_ratio * lr` at `max_steps`; `warmup_from_zero=True` reproduces the official first LR of 0 (G10).
     `grad_clip` (<= 0 disables); `precision` = auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16.
-    `loss_weighting`: tokens (each micro-batch's mean loss weighted by its supervised tokens, so the step
-    minimises the global token mean: accumulation == one big batch) | micro_batch (the official
-    `loss / grad_accum`: every micro-batch counts equally).
+    `loss_weighting`: micro_batch (default; the official `loss / grad_accum`, averaged over ranks: the step
+    minimises the mean of the micro-batches' mean losses, every micro-batch counting equally) | tokens (each
+    micro-batch's mean weighted by its supervised tokens: the step minimises the token mean over the global
+    batch). They differ when micro-batches carry different numbers of supervised tokens: paper 1 draws k per
+    micro-batch, so under `tokens` a micro-batch weighs R k and the training mix leans to large k.
     Checkpoints: a resumable state every `checkpoint_every` steps (0: only at the end), the `keep_last`
     newest kept; an HF export of the model at each of `save_steps` (kept, training-dynamics figures) and at
     the end (`final_dir`). `resume`: continue from the newest state in `out_dir/checkpoints`.
@@ -52,7 +54,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.0
     grad_clip: float = 1.0
     precision: str = "auto"
-    loss_weighting: str = "tokens"
+    loss_weighting: str = "micro_batch"
     checkpoint_every: int = 1000
     keep_last: int = 1
     save_steps: tuple[int, ...] = ()

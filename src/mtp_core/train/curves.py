@@ -72,3 +72,14 @@ def read_curves(path: str | os.PathLike) -> list[dict[str, str]]:
     """The rows of a curves CSV as dicts of strings."""
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def curve_means(path: str | os.PathLike, columns: Sequence[str]) -> dict[str, float | None]:
+    """The mean over the run's steps of each of `columns` (steps where a metric is empty are skipped; None when
+    no step has it): the run-level numbers of a training record."""
+    rows = read_curves(path) if Path(path).exists() else []
+    out: dict[str, float | None] = {}
+    for c in columns:
+        vals = [float(r[c]) for r in rows if r.get(c) not in (None, "")]
+        out[c] = sum(vals) / len(vals) if vals else None
+    return out

@@ -52,7 +52,7 @@ import torch
 from ..io import atomic_write_json
 from .checkpoint import export_hf, latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state, step_dir_name
 from .config import TrainConfig
-from .curves import CurveWriter
+from .curves import CurveWriter, curve_means
 from .dist import LocalDist
 from .optim import build_optimizer, build_scheduler
 
@@ -118,6 +118,7 @@ class TrainResult:
     final_dir: Path | None
     last_row: dict[str, Any]
     elapsed_s: float
+    metric_means: dict[str, float | None] = field(default_factory=dict)  # each metric's mean over the run's steps
 
 
 class ShuffledOrder:
@@ -438,6 +439,7 @@ def train(
         if curves is not None:
             curves.close()
     elapsed = time.perf_counter() - t_start
+    means = curve_means(out_dir / "curves.csv", metric_cols) if dist.is_main else {}
     if dist.is_main:
         atomic_write_json(
             out_dir / "train_summary.json",
@@ -448,6 +450,7 @@ def train(
                 "elapsed_s": elapsed,
                 "final_dir": str(final),
                 "last_row": row,
+                "metric_means": means,
                 "config": cfg.as_dict(),
                 "device": str(dev),
                 "world_size": dist.world_size,
@@ -460,4 +463,5 @@ def train(
         final_dir=final,
         last_row=row,
         elapsed_s=elapsed,
+        metric_means=means,
     )

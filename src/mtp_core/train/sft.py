@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from ..config import section_keys
-from ..data.rows import TEMPLATES, render_example, render_prompt, resolve_template
+from ..data.rows import TEMPLATES, render_example, render_prompt, resolve_template, response_start
 from ..losses import token_cross_entropy
 from .checkpoint import export_hf
 from .config import TrainConfig
@@ -70,14 +70,6 @@ class SFTConfig:
         return cls(**section_keys(cls, d, "sft"))
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):  # a loop over one row's prompt, once per row at load time
-        if a[i] != b[i]:
-            return i
-    return n
-
-
 def encode_rows(rows: Sequence[dict], tokenizer: Any, cfg: SFTConfig, template: str) -> list[tuple[list[int], int]]:
     """Rows -> (token ids truncated to `max_tokens`, index of the first supervised token).
 
@@ -96,7 +88,7 @@ def encode_rows(rows: Sequence[dict], tokenizer: Any, cfg: SFTConfig, template: 
     prompts = tokenizer([render_prompt(r, tokenizer, template) for r in rows], add_special_tokens=False).input_ids
     out, diverged = [], 0
     for ids, p in zip(full, prompts):
-        start = max(1, _common_prefix(ids, p))
+        start = response_start(ids, p)
         diverged += start < len(p) - 1
         if start < min(len(ids), cfg.max_tokens):
             out.append((ids[: cfg.max_tokens], start))

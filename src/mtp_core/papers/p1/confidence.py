@@ -10,12 +10,17 @@ forward (Eq. 2, exactly the training loss's teacher pass, `mtp_core.papers.p1.lo
 * `teacher_loss`: the mean over the k positions of -log P_T(y'_j | x, y'_<j) (lower is better);
 * `accepted_len`: how many leading y'_j equal the teacher's argmax (the tokens greedy decoding would keep).
 
+Each region also records `in_response` (all k rollout targets lie in the row's response, after its prompt) and
+`context` (a hash of the row's tokens up to the region's last target, with k and the offset): `response_regions`
+keeps the regions about answers, each once (rows that share a prompt's opening give identical regions), which is
+what the figure shows (n in its caption).
 `binned` groups regions by confidence quantile (mean and standard error of the teacher loss per bin) and
 `correlations` gives Pearson and Spearman coefficients, which the figure reports.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,15 +32,25 @@ import torch.nn.functional as F
 from .losses import P1LossConfig, p1_loss
 from .masks import build_blocked_batch, draw_k_offset
 
-COLUMNS = ["row", "region", "k", "offset", "confidence", "confidence_min", "teacher_loss", "accepted_len"]
+COLUMNS = [
+    "row",
+    "region",
+    "k",
+    "offset",
+    "confidence",
+    "confidence_min",
+    "teacher_loss",
+    "accepted_len",
+    "in_response",
+    "context",
+]
 
 
 @torch.no_grad()
 def confidence_vs_teacher_loss(
     student: Any,
     teacher: Any,
-    tokens: torch.Tensor,
-    lengths: torch.Tensor,
+    encoded: Any,
     *,
     seq_len: int,
     num_regions: int,
@@ -46,7 +61,8 @@ def confidence_vs_teacher_loss(
     batch_size: int = 8,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """One row per supervised region of `tokens` ([N, L] padded examples with true `lengths`), columns `COLUMNS`.
+    """One row per supervised region of `encoded` (`train.EncodedRows`: padded examples, true lengths, response
+    starts), columns `COLUMNS`.
 
     Batch b uses k and a random offset drawn by `draw_k_offset(b, random_k=False, seed=seed)`, as training
     would at a fixed k. Both models run in eval mode with the dense blocked mask.
@@ -58,13 +74,15 @@ def confidence_vs_teacher_loss(
     dev = next(student.parameters()).device
     out: list[pd.DataFrame] = []
     try:
+        tokens = encoded.tokens
         for b, start in enumerate(range(0, len(tokens), batch_size)):
             _, offset = draw_k_offset(
                 b, seq_len=seq_len, num_regions=num_regions, k_max=k, k_min=k, seed=seed, random_k=False
             )
             batch = build_blocked_batch(
                 tokens[start : start + batch_size],
-                lengths=lengths[start : start + batch_size],
+                lengths=encoded.lengths[start : start + batch_size],
+                response_start=encoded.response_start[start : start + batch_size],
                 k=k,
                 offset=offset,
                 num_regions=num_regions,
@@ -82,6 +100,12 @@ def confidence_vs_teacher_loss(
             t_nll = -logp_t.gather(-1, y[..., None]).squeeze(-1)  # [R,k]
             accepted = torch.cumprod((y == res.teacher_tokens).float(), dim=1).sum(1)
             rows, regions = res.regions.nonzero(as_tuple=True)  # row-major, as the loss orders regions
+            last = (batch.source_index[batch.pred_slots[:, -1]] + 1).cpu()  # [M] each region's last target
+            contexts = [
+                hashlib.sha1(tokens[start + int(r), : int(last[g]) + 1].numpy().tobytes()).hexdigest()[:16]
+                + f"-k{k}-o{offset}"
+                for r, g in zip(rows.cpu(), regions.cpu())
+            ]
             out.append(
                 pd.DataFrame(
                     {
@@ -93,6 +117,8 @@ def confidence_vs_teacher_loss(
                         "confidence_min": conf.min(1).values.cpu().numpy(),
                         "teacher_loss": t_nll.mean(1).cpu().numpy(),
                         "accepted_len": accepted.cpu().numpy(),
+                        "in_response": batch.response_targets[res.regions].all(1).cpu().numpy(),
+                        "context": contexts,
                     }
                 )
             )
@@ -100,6 +126,11 @@ def confidence_vs_teacher_loss(
         student.train(was[0])
         teacher.train(was[1])
     return pd.concat(out, ignore_index=True)[COLUMNS] if out else pd.DataFrame(columns=COLUMNS)
+
+
+def response_regions(frame: pd.DataFrame) -> pd.DataFrame:
+    """The regions Figure 6 shows: those whose rollout targets all lie in the response, each context once."""
+    return frame[frame["in_response"].astype(bool)].drop_duplicates("context").reset_index(drop=True)
 
 
 def binned(frame: pd.DataFrame, bins: int = 10, x: str = "confidence", y: str = "teacher_loss") -> pd.DataFrame:

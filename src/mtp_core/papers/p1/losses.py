@@ -267,7 +267,8 @@ def p1_loss(
             terms["prefix"] = token_cross_entropy(prefix_logits, prefix_targets).mean()
             loss = loss + cfg.prefix_weight * terms["prefix"]
 
-    metrics = _metrics(logp_s.detach(), s_tokens, logp_t, t_tokens, gt, ent.detach(), terms, k, cfg)
+    resp = batch.response_targets[regions]  # [R,k]
+    metrics = _metrics(logp_s.detach(), s_tokens, logp_t, t_tokens, gt, resp, ent.detach(), terms, k, cfg)
     if use_prefix:
         metrics["prefix_tokens"] = (torch.tensor(float(n_prefix)), 1.0)
     return P1LossOutput(
@@ -290,6 +291,7 @@ def _metrics(
     logp_t: torch.Tensor | None,
     t_tokens: torch.Tensor | None,
     gt: torch.Tensor,
+    resp: torch.Tensor,
     ent: torch.Tensor,
     terms: dict[str, torch.Tensor],
     k: int,
@@ -299,6 +301,9 @@ def _metrics(
 
     confidence = P_S(y'_j) (the ConfAdapt statistic, §4.6); acc_teacher = student argmax == teacher argmax
     (the hard-teacher accuracy); accepted_len = length of the rollout's prefix that agrees with the teacher.
+    `resp` [R,k] marks the targets in the row's response: `resp_share` (and `resp@j` per position) is their
+    share of the supervised targets, `confidence_resp` / `acc_teacher_resp` the statistics on them alone (a
+    student trained on a prompt's header shows high numbers that say nothing about answers).
     """
     R = s_tokens.shape[0]
     n = float(R * k)
@@ -311,10 +316,14 @@ def _metrics(
     m["confidence"] = (conf.sum(), n)
     m["acc_gt"] = ((s_tokens == gt).float().sum(), n)
     m["k"] = (torch.tensor(float(k), device=dev), 1.0)
+    n_resp = float(resp.sum())
+    m["resp_share"] = (torch.tensor(n_resp, device=dev), n)
+    m["confidence_resp"] = (conf[resp].sum(), n_resp)
     m["sup_tokens"] = (torch.tensor(n, device=dev), 1.0)  # mean per micro-batch; `weight` has the step total
     if t_tokens is not None:
         agree = (s_tokens == t_tokens).float()
         m["acc_teacher"] = (agree.sum(), n)
+        m["acc_teacher_resp"] = (agree[resp].sum(), n_resp)
         m["teacher_acc_gt"] = ((t_tokens == gt).float().sum(), n)
         m["teacher_confidence"] = (logp_t.amax(-1).exp().sum(), n)
         # log P_T(y'|x) per region (Eq. 2): the teacher's score of the student's rollout
@@ -324,9 +333,10 @@ def _metrics(
         m["accepted_len"] = (torch.cumprod(agree, dim=1).sum(), float(R))
     if cfg.per_position_metrics:
         upto = min(k, cfg.metrics_k_max)
-        conf_j = conf[:, :upto].sum(0)
+        conf_j, resp_j = conf[:, :upto].sum(0), resp[:, :upto].float().sum(0)
         for j in range(upto):  # a loop over at most k_max positions, not over tokens
             m[f"conf@{j + 1}"] = (conf_j[j], float(R))
+            m[f"resp@{j + 1}"] = (resp_j[j], float(R))
         if t_tokens is not None:
             agree_j = (s_tokens[:, :upto] == t_tokens[:, :upto]).float().sum(0)
             for j in range(upto):
@@ -347,13 +357,21 @@ def metric_names(
         names.append("loss_entropy")
     if prefix:
         names += ["loss_prefix", "prefix_tokens"]
-    names += ["entropy", "confidence", "acc_gt", "k", "sup_tokens"]
+    names += ["entropy", "confidence", "acc_gt", "k", "sup_tokens", "resp_share", "confidence_resp"]
     if objective != "gt":
-        names += ["acc_teacher", "teacher_acc_gt", "teacher_confidence", "teacher_logprob_rollout", "accepted_len"]
+        names += [
+            "acc_teacher",
+            "acc_teacher_resp",
+            "teacher_acc_gt",
+            "teacher_confidence",
+            "teacher_logprob_rollout",
+            "accepted_len",
+        ]
         if objective == "soft_teacher":
             names.append("kl")
     if per_position:
         names += [f"conf@{j}" for j in range(1, k_max + 1)]
+        names += [f"resp@{j}" for j in range(1, k_max + 1)]
         if objective != "gt":
             names += [f"acc_teacher@{j}" for j in range(1, k_max + 1)]
     return names

@@ -155,7 +155,8 @@ class BlockedBatch:
     Per row: `input_ids` [B,S] (the mask id at mask slots, `pad_id` past a row's end), `position_ids` [B,S]
     (= source positions, for RoPE), `slot_targets` [B,S] (the token after each slot's source position),
     `targets` [B,M,k] (ground truth y_{t+1..t+k} at the prediction slots), `supervised` [B,M] (region kept
-    by the end rule), `valid` [B,S] (False for padding keys), `lengths` [B] (tokens in each source row).
+    by the end rule), `valid` [B,S] (False for padding keys), `lengths` [B] (tokens in each source row),
+    `response_start` [B] (the row's first response token; None: unknown, every target counts as response).
     Shared: `source_index`, `is_mask`, `region_ids` [S] and `pred_slots` [M,k] (see `BlockedLayout`).
     """
 
@@ -178,6 +179,7 @@ class BlockedBatch:
     mask_id: int
     pad_id: int
     bda: bool = False
+    response_start: torch.Tensor | None = None
 
     @property
     def batch_size(self) -> int:
@@ -194,6 +196,15 @@ class BlockedBatch:
         sup = self.supervised[:, :, None].expand(-1, -1, self.k)
         out[:, self.pred_slots.reshape(-1)] = sup.reshape(self.batch_size, -1)
         return out
+
+    @property
+    def response_targets(self) -> torch.Tensor:
+        """[B,M,k] bool: the target of each prediction slot lies in its row's response (source position >=
+        `response_start`); all True when the batch carries no response starts."""
+        pos = self.source_index[self.pred_slots] + 1  # [M,k] source position of each target
+        if self.response_start is None:
+            return torch.ones((self.batch_size, *pos.shape), dtype=torch.bool, device=pos.device)
+        return pos[None] >= self.response_start.to(pos.device)[:, None, None]
 
     def to(self, device: torch.device | str) -> BlockedBatch:
         """A copy with every tensor on `device`."""
@@ -298,13 +309,15 @@ def build_blocked_batch(
     eos_ids: Sequence[int] = (),
     lengths: Sequence[int] | torch.Tensor | None = None,
     bda: bool = False,
+    response_start: Sequence[int] | torch.Tensor | None = None,
 ) -> BlockedBatch:
     """Build the P1 training batch of §4.2 (Fig. 2) from one example per row.
 
     `rows`: token-id lists, or a [B, L] tensor whose rows hold `lengths[b]` real tokens (all of them if
     `lengths` is None). Each row is read from position 0; it is truncated to the `num_source_tokens + 1`
     tokens the layout and its targets need and padded with `pad_id` (pass the EOS id, as the paper fills the
-    last region with EOS, App. A.1). `eos_ids` are tokens that also end a row for the supervision rule.
+    last region with EOS, App. A.1). `eos_ids` are tokens that also end a row for the supervision rule;
+    `response_start[b]` is row b's first response token (metrics of the targets that lie in the response).
     """
     lay = blocked_layout(seq_len, num_regions, k, offset)
     n = lay.num_source_tokens + 1
@@ -351,6 +364,7 @@ def build_blocked_batch(
         mask_id=mask_id,
         pad_id=pad_id,
         bda=bda,
+        response_start=None if response_start is None else torch.as_tensor(response_start, dtype=torch.long),
     )
 
 

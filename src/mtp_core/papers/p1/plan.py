@@ -191,6 +191,11 @@ def eval_settings(config: dict, task: str) -> dict:
     return out
 
 
+def eval_dtype(config: dict) -> str | None:
+    """The dtype paper 1's evaluations load models in (`papers.p1.evaluation.dtype`; None: the model's own)."""
+    return (section(config).get("evaluation") or {}).get("dtype")
+
+
 def task_metric(config: dict, task: str) -> str | None:
     """The metric key (`<metric>,<filter>`) a table shows for `task` (None: `exact_match,flexible-extract` if
     the task has it, else its first metric)."""
@@ -362,8 +367,7 @@ def check(config: dict) -> None:
     figures name declared runs; checkpoint steps lie within the runs' training and their sweep is a subset of
     the full sweep; the Figure 6 run trains on a math dataset (it reads the validation split)."""
     from ...evaluate.tasks import is_local_task, task_dataset
-    from ...train.config import TrainConfig
-    from ...train.launch import LauncherConfig
+    from ...train.launch.settings import check_training
     from .train import P1Config
 
     s = section(config)
@@ -395,14 +399,7 @@ def check(config: dict) -> None:
             P1Config.from_dict(plan.method)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{where}.method (merged with papers.p1.method): {e}") from None
-        try:
-            TrainConfig.from_dict(plan.train)
-        except (ValueError, TypeError) as e:
-            raise ConfigError(f"{where}.train (merged with papers.p1.train): {e}") from None
-        try:
-            LauncherConfig.from_dict(launcher_settings(config, run))
-        except (ValueError, TypeError) as e:
-            raise ConfigError(f"{where}.launcher (merged with launcher and papers.p1.launcher): {e}") from None
+        check_training(where, plan.train, launcher_settings(config, run))  # merged with papers.p1.train / launcher
         bad = [x for x in plan.train["save_steps"] if x > plan.max_steps]
         if bad:
             raise ConfigError(f"{where}: checkpoint/save steps {bad} exceed train.max_steps {plan.max_steps}")

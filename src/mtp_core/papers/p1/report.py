@@ -107,9 +107,7 @@ def p1_frame(frame: pd.DataFrame, metrics: Mapping[str, str | None] | None = Non
         value = _num(m.get("value")) * scale
         stderr = _num(m.get("stderr")) * scale
         run, step = parse_run_label(rec["run"])
-        ek, eks = rec["effective_k"], rec["effective_k_std"]
-        if kind == "baseline" and (ek is None or math.isnan(ek)):
-            ek = 1.0
+        ek, eks = rec["effective_k"], rec["effective_k_std"]  # NaN (no answer to count over) shows as missing
         rows.append(
             {
                 "path": rec["path"],
@@ -392,9 +390,11 @@ def confidence_figure(
     title: str | None = None,
 ) -> Figure:
     """Figure 6: teacher loss of the student's k-token rollouts (lower is better) against the student's mean
-    top-1 confidence, one dot per region, with the binned mean ± standard error; correlations in the title."""
-    from .confidence import binned, correlations
+    top-1 confidence, one dot per region whose rollout lies in the response (each context once,
+    `confidence.response_regions`), with the binned mean ± standard error; n and correlations in the title."""
+    from .confidence import binned, correlations, response_regions
 
+    analysis = response_regions(analysis)
     c = correlations(analysis)
     b = binned(analysis, bins)
     with style():
@@ -419,7 +419,7 @@ def confidence_figure(
         ax.set_ylabel("teacher loss of the rollout (mean NLL)")
         k = sorted(set(analysis["k"])) if len(analysis) else []
         ax.set_title(
-            (title + "\n" if title else "") + f"k={','.join(map(str, k))}, n={c['n']} regions, "
+            (title + "\n" if title else "") + f"k={','.join(map(str, k))}, n={c['n']} response regions, "
             f"Pearson r={c['pearson']:.2f}, Spearman ρ={c['spearman']:.2f}"
         )
         ax.legend()

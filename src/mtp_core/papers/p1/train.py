@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from ...config import section_keys
-from ...data.rows import TEMPLATES, render_example, resolve_template
+from ...data.rows import TEMPLATES, render_example, render_prompt, resolve_template, response_start
 from ...train.checkpoint import export_hf
 from ...train.config import TrainConfig
 from ...train.launch.methods import check_model_data_train, load_model_and_rows
@@ -56,7 +56,8 @@ class P1Config:
     random offsets unless `random_offset=False`; `coupled_draw` (official G3); `bda` (Table 4 BDA ablation,
     student only); `template` auto (the model's `chat_template` flag) | chat | plain; `append_eos`;
     `shuffle` and `seed` of the row order; `teacher_dtype` (e.g. "bfloat16" to halve the teacher's memory;
-    None = the student's dtype).
+    None = the student's dtype); `mask_cov_scale`: the `<MTP>` row is a draw from N(mu, scale * Sigma) of the
+    real-token embeddings (§4.1; 1 = the paper's).
     """
 
     seq_len: int = 160
@@ -72,6 +73,7 @@ class P1Config:
     shuffle: bool = True
     seed: int = 0
     teacher_dtype: str | None = None
+    mask_cov_scale: float = 1.0
     loss: P1LossConfig = field(default_factory=P1LossConfig)
 
     def __post_init__(self) -> None:
@@ -106,19 +108,34 @@ def max_row_tokens(cfg: P1Config) -> int:
     return blocked_layout(cfg.seq_len, cfg.num_regions, cfg.k_min, 0).num_source_tokens + 1
 
 
+@dataclass(frozen=True)
+class EncodedRows:
+    """Rows as paper 1 trains on them: `tokens` [N, max_tokens] padded, `lengths` [N] true lengths before
+    truncation, `response_start` [N] each row's first response token (`data.rows.response_start`)."""
+
+    tokens: torch.Tensor
+    lengths: torch.Tensor
+    response_start: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+
 def encode_examples(
-    rows: Iterable[dict],
+    rows: Sequence[dict],
     tokenizer: Any,
     template: str,
     max_tokens: int,
     append_eos: bool = False,
     pad_id: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows -> ([N, max_tokens] token ids padded with `pad_id`, [N] true lengths before truncation)."""
+) -> EncodedRows:
+    """Rows -> `EncodedRows` (token ids padded with `pad_id` to `max_tokens`, true lengths, response starts)."""
     texts = [render_example(r, tokenizer, template) for r in rows]
     if not texts:
         raise ValueError("no training rows")
     ids = tokenizer(texts, add_special_tokens=False).input_ids
+    prompts = tokenizer([render_prompt(r, tokenizer, template) for r in rows], add_special_tokens=False).input_ids
+    starts = torch.tensor([response_start(x, p) for x, p in zip(ids, prompts)], dtype=torch.long)
     if append_eos:
         if tokenizer.eos_token_id is None:
             raise ValueError("append_eos needs a tokenizer with an EOS token")
@@ -131,26 +148,17 @@ def encode_examples(
     for i, x in enumerate(ids):  # a loop over rows, not tokens
         n = min(len(x), max_tokens)
         out[i, :n] = torch.as_tensor(x[:n], dtype=torch.long)
-    return out, lengths
+    return EncodedRows(out, lengths, starts)
 
 
 class P1Batches:
     """The P1 `BatchSource`: micro-batch (step, chunk) = blocked batch of the rows at stream positions
     `spec.start .. start + size` under a (k, offset) drawn for (step, chunk)."""
 
-    def __init__(
-        self,
-        tokens: torch.Tensor,
-        lengths: torch.Tensor,
-        cfg: P1Config,
-        *,
-        mask_id: int,
-        pad_id: int,
-        eos_ids: Sequence[int] = (),
-    ):
-        self.tokens, self.lengths, self.cfg = tokens, lengths, cfg
+    def __init__(self, rows: EncodedRows, cfg: P1Config, *, mask_id: int, pad_id: int, eos_ids: Sequence[int] = ()):
+        self.rows, self.cfg = rows, cfg
         self.mask_id, self.pad_id, self.eos_ids = int(mask_id), int(pad_id), tuple(eos_ids)
-        self.order = ShuffledOrder(len(tokens), seed=cfg.seed, shuffle=cfg.shuffle)
+        self.order = ShuffledOrder(len(rows), seed=cfg.seed, shuffle=cfg.shuffle)
 
     def draw(self, step: int, chunk: int) -> tuple[int, int]:
         c = self.cfg
@@ -172,8 +180,9 @@ class P1Batches:
         idx = torch.from_numpy(self.order.indices(spec.start, spec.size))
         c = self.cfg
         return build_blocked_batch(
-            self.tokens[idx],
-            lengths=self.lengths[idx],
+            self.rows.tokens[idx],
+            lengths=self.rows.lengths[idx],
+            response_start=self.rows.response_start[idx],
             k=k,
             offset=offset,
             num_regions=c.num_regions,
@@ -299,21 +308,25 @@ def train_p1(
     p1 = p1_cfg if isinstance(p1_cfg, P1Config) else P1Config.from_dict(p1_cfg)
     tc = train_cfg if isinstance(train_cfg, TrainConfig) else TrainConfig.from_dict(train_cfg)
     student, tok = loaded.model, loaded.tokenizer
-    mask_id = add_mask_token(student, tok, seed=mask_seed)
+    mask_id = add_mask_token(student, tok, seed=mask_seed, cov_scale=p1.mask_cov_scale)
     template = resolve_template(p1.template, loaded.chat_template)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
-    tokens, lengths = encode_examples(rows, tok, template, max_row_tokens(p1), p1.append_eos, pad_id)
+    encoded = encode_examples(rows, tok, template, max_row_tokens(p1), p1.append_eos, pad_id)
+    lengths = encoded.lengths
     log.info(
-        "P1 data: %d rows, template %s, mean length %.1f tokens (%.0f%% end inside the window)",
+        "P1 data: %d rows, template %s, mean length %.1f tokens (%.0f%% end inside the window), the response "
+        "starts at token %.1f on average (%d source tokens are read at k_min)",
         len(lengths),
         template,
         lengths.float().mean(),
         100 * (lengths <= max_row_tokens(p1)).float().mean(),
+        encoded.response_start.float().mean(),
+        max_row_tokens(p1) - 1,
     )
     step = P1Step(student, p1, tokenizer=tok)
     dev = resolve_device(device)
     step.prepare_student(student, dev)
-    batches = P1Batches(tokens, lengths, p1, mask_id=mask_id, pad_id=pad_id)
+    batches = P1Batches(encoded, p1, mask_id=mask_id, pad_id=pad_id)
     return train(step, student, batches, tc, out_dir, dist=dist, device=dev, callbacks=callbacks)
 
 

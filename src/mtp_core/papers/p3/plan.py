@@ -64,14 +64,29 @@ def setting_label(method: str, bc: int | None) -> str:
     return f"{method}-{REFERENCE}" if bc is None else f"{method}-bc{int(bc)}"
 
 
+ACCOUNTINGS = ("rows", "nodes")
+
+
+def bc_accounting(config: dict) -> str:
+    """How a block complexity is counted (`papers.p3.bc_accounting`): `rows` (§3.3: every input row of a
+    verification forward, the last accepted token, the draft nodes and their mask tokens) or `nodes` (§4: draft
+    nodes only; a method then runs (BC + 1) rows, times 1 + masks per node for probing)."""
+    return section(config).get("bc_accounting", "rows")
+
+
 def setting_params(config: dict, method: str, bc: int) -> dict[str, Any]:
-    """Decoder parameters (with `decoder`, the registry name) of `method` at block complexity `bc`."""
+    """Decoder parameters (with `decoder`, the registry name) of `method` at block complexity `bc`: the
+    parameter `bc_param` receives the rows BC allows under `bc_accounting`, plus `bc_offset`."""
     m = methods(config)[method]
     params: dict[str, Any] = {"decoder": m["decoder"], **copy.deepcopy(m.get("params") or {})}
-    if m.get("bc_param"):
-        params[m["bc_param"]] = int(bc) + int(m.get("bc_offset", 0))
     by_bc = {str(k): v for k, v in (m.get("by_bc") or {}).items()}
     params.update(copy.deepcopy(by_bc.get(str(int(bc))) or {}))
+    if m.get("bc_param"):
+        rows = int(bc)
+        if bc_accounting(config) == "nodes":
+            masks = int(params.get("masks_per_step", 1)) if m["decoder"] == "probing" else 0
+            rows = (int(bc) + 1) * (1 + masks)
+        params[m["bc_param"]] = rows + int(m.get("bc_offset", 0))
     return params
 
 

@@ -8,7 +8,9 @@ acceptance the chain hung on the last accepted node sits at the positions of the
 m output distributions predict the m tokens after the bonus, i.e. the children (and Top-1 grandchildren) of the
 next root: "once a token is accepted, we use the mask token(s) aligned with its position to generate the next
 set of future predictions". No forward is spent on drafting; the prompt forward carries the first chain
-(`prefill_extra_embeds`). Trees and block complexity: `draft_trees` (BC = nodes + masks, root included).
+(`prefill_extra_embeds`), whose draft expands only the Top-1 token at each depth (§3.3, App. D: a chain of m
+nodes); later drafts are trees within the budget. Trees and block complexity: `draft_trees` (BC = nodes + masks,
+root included).
 
 Mask embeddings (Section 3.1), built on the fly in the model's input-embedding space; one vector per row, shared
 by every mask of every node ("mask tokens take the same embedding value across all token trajectories"; "pairs of
@@ -432,6 +434,9 @@ class ProbingDecoder(TreeDecoder):
         device = root.device
         if probe is None:
             buffers, cand = chain_buffers(0), root.new_empty(root.shape[0], 0)
+        elif state.last is None and n_nodes != 0:  # §3.3 (App. D): the prefill's draft is the Top-1 chain
+            counts = (1,) * min(self.m, cap)
+            buffers, cand = top1_buffers(counts), top1_candidate_tokens(cands, counts)
         else:
             buffers, cand, _ = self.build_tree(probe, root, min(self.m, cap), n_nodes, cands)
         parents = mask_chain_parents(buffers.num_nodes, self.m)

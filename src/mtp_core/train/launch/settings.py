@@ -6,7 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config import section_keys
+from ...config import ConfigError, section_keys
+from ..config import TrainConfig
 
 CLUSTERS = ("slurm", "local", "debug")
 
@@ -110,3 +111,25 @@ class LauncherConfig:
     @property
     def num_tasks(self) -> int:
         return self.nodes * self.tasks_per_node
+
+
+def check_training(where: str, train: dict | None, launcher: dict | None) -> tuple[TrainConfig, LauncherConfig]:
+    """A training's merged `train` and `launcher` settings, checked together before any job (every training
+    method's plan check calls this): each builds, and the global batch splits into whole micro-batches over the
+    launcher's processes, as `launch` will require. Raises ConfigError naming `where`."""
+    try:
+        tc = TrainConfig.from_dict(train)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}.train: {e}") from None
+    try:
+        lc = LauncherConfig.from_dict(launcher)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}.launcher: {e}") from None
+    try:
+        tc.accumulation(lc.num_tasks)
+    except ValueError as e:
+        raise ConfigError(
+            f"{where}: {e} (the launcher starts nodes {lc.nodes} x tasks_per_node {lc.tasks_per_node} = "
+            f"{lc.num_tasks} processes)"
+        ) from None
+    return tc, lc
