@@ -110,6 +110,6 @@ def test_profile_with_embedded_config(tmp_path):
     assert res and "gpu=1" in res[0] and "slurm_account" not in res[0] and "slurm_partition" not in res[0], res
     assert "gpu=1" in resources_of(out, "p1_evaluate")[0]
     # the training rule is a local rule; its launcher submits the training to Slurm (the profile's config)
-    train = re.search(r"mtp_core\.train\.launch .*--launcher '(\{.*?\})'", out)
+    train = re.search(r"mtp_core\.cli train .*--launcher '(\{.*?\})'", out)
     assert train and json.loads(train.group(1))["cluster"] == "slurm", out[-3000:]
     assert "submitit_jobs=1" in resources_of(out, "p1_train")[0]

@@ -41,7 +41,11 @@ DEFAULT_TARGETS = [
     TRAIN_RECORD,
 ]
 # one prepared model for both GPU rules and the training: one Slurm job less in the first wave
-DEFAULT_OVERRIDE = ['evaluation={"model": "tiny-llama"}', 'papers={"p1": {"model": "tiny-llama"}}']
+DEFAULT_OVERRIDE = [
+    'evaluation={"model": "tiny-llama"}',
+    'papers={"p1": {"model": "tiny-llama"}}',
+    'leaderboard={"model": "tiny-llama"}',  # the leaderboard's rows compare on the model paper 1 trains from
+]
 LAUNCHER_OVERRIDE = "launcher={cluster: slurm}"
 GPU_RULES = {"decode_prompts", "evaluate"}
 

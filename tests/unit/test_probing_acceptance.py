@@ -32,8 +32,10 @@ def _digits(start: int, n: int) -> str:
 @pytest.fixture(scope="module")
 def drafter_friendly():
     """Next-token training on `PROMPT` + periodic digits, plus one mask per row after a random anchor p: the mask
-    (the EMA of the prompt mean with the row's tokens up to a random q in [p-3, p], alpha 0.5, as the decoder folds
-    them) is trained to predict x_{p+2}; the same position with the stale prompt mean is trained to predict "!"."""
+    (the EMA of the prompt mean with the row's tokens up to q = p - 1 or p, alpha 0.5, as the decoder folds them up
+    to the root, whose chain or whose child's chain drafts) is trained to predict x_{p+2}; the same position with
+    the stale prompt mean is trained to predict "!". Both values of q make the mask read its anchor: from the
+    embedding alone the target is ambiguous."""
     torch.manual_seed(0)
     rng = random.Random(0)
     model, tok = tiny_model(tiny_spec("llama")), tiny_tokenizer()
@@ -50,7 +52,7 @@ def drafter_friendly():
             table = emb.weight
             e = table[ids[:n_prompt]].mean(0)
             stale = e
-            for t in ids[n_prompt : rng.randint(max(n_prompt, p - 3), p) + 1]:
+            for t in ids[n_prompt : rng.randint(p - 1, p) + 1]:  # folded up to the root: anchor = root or its child
                 e = (1 - ALPHA) * e + ALPHA * table[t]
             for mask, target in ((e, int(ids[p + 2])), (stale, bang)):
                 x = torch.cat([emb(ids[: p + 1]), mask[None]])[None]
@@ -110,8 +112,8 @@ def test_only_the_right_anchoring_drafts(drafter_friendly):
     }
     for name, g in wrong.items():
         assert g.tokens == right.tokens, name  # lossless all the same
-    # measured (deterministic on CPU): right 1.82; (a) 1.11, (c) 1.25; (b) 1.67: after an accepted draft the root's
-    # chain predicts the new root instead of its child, but the model is often right on the step after a rejection
+    # measured (deterministic on CPU, one thread): right 1.74; (a) 1.00, (c) 1.00; (b) 1.48: after an accepted draft
+    # the root's chain predicts the new root instead of its child, after a rejection root and last node coincide
     assert wrong["PrefillReuse"].tokens_per_forward < right.tokens_per_forward - 0.4
     assert wrong["StaleMean"].tokens_per_forward < right.tokens_per_forward - 0.4
-    assert wrong["RootChain"].tokens_per_forward < right.tokens_per_forward - 0.1
+    assert wrong["RootChain"].tokens_per_forward < right.tokens_per_forward - 0.2

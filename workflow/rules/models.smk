@@ -35,6 +35,8 @@ rule finetune_model:
         model=wildcard_choice(model_plan.finetuned_models(config)),
     log:
         f"{LOGS}/finetune_model/{{model}}.log",
+    benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
+        f"{RESULTS}/benchmarks/finetune_model/{{model}}.tsv"
     localrule: True
     resources:
         submitit_jobs=1,

@@ -10,8 +10,8 @@ include: "p1_helpers.smk"
 
 
 # Training runs through the submitit launcher (`mtp_core.train.launch`, cluster from config `launcher`): a local
-# rule that submits the job and waits, so `benchmark:` would time the wait; the launcher records the job's cost
-# in train.json.cost.json instead. Declared outputs are only the launcher's record and the final model:
+# rule that submits the job and waits, so its `benchmark:` times the wait (the training itself when local); the
+# launcher records the job's own cost in train.json.cost.json. Declared outputs are only the launcher's record and the final model:
 # Snakemake deletes the outputs of a killed job, and the resumable states (checkpoints/), the step exports
 # (exports/) and train.json.job.json (which the launcher re-attaches to after a restart) must survive.
 rule p1_train:
@@ -28,6 +28,8 @@ rule p1_train:
         run=wildcard_choice(p1_runs()),
     log:
         f"{LOGS}/p1/train/{{run}}.log",
+    benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
+        f"{RESULTS}/benchmarks/p1/train/{{run}}.tsv"
     localrule: True
     resources:
         submitit_jobs=1,

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..io import atomic_dir
+
 log = logging.getLogger(__name__)
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -152,15 +154,8 @@ def export_hf(model: Any, path: str | os.PathLike, tokenizer: Any | None = None)
     The result loads with `AutoModelForCausalLM.from_pretrained(path)` (and `AutoTokenizer`), special tokens
     such as `<MTP>` included.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(tmp, safe_serialization=True)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(tmp)
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(tmp, path)
-    return path
+    with atomic_dir(path) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+    return Path(path)
