@@ -13,7 +13,7 @@ own prompt and settings) on the validation split's seed and rephrased questions,
         --weights results/models/finetuned/smollm2-135m-math/model --decoder greedy
     # paper 1's learning rate, from that fine-tuned model
     .venv/bin/python benchmarks/select_on_validation.py --work /tmp/sel/lr1e-4 --reuse /tmp/sel/d2 \\
-        --set 'datasets.math.difficulty={"max_steps": 2, "max_value": 100}' --set papers.p1.train.lr=1e-4 \\
+        --set 'datasets.math.difficulty={"max_steps": 2, "max_value": 100}' --set papers.p1.train.lr=1.0e-4 \\
         --build results/models/p1/main/model --weights results/models/p1/main/model \\
         --decoder 'static-k1={"decoder": "static-k", "k": 1}' \\
         --decoder 'conf-adapt-tau0.9={"decoder": "conf-adapt", "tau": 0.9, "k_max": 4}'
@@ -66,7 +66,7 @@ def build(work: Path, cfg: dict, targets: list[str], reuse: Path | None, cores: 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work)]
     cmd += ["--configfile", str(work / "config.yaml"), "--cores", str(cores), "--rerun-triggers", "mtime"]
-    subprocess.run([*cmd, *targets, "results/data/math/validation.jsonl"], check=True, env=env)
+    subprocess.run([*cmd, "--", *targets, "results/data/math/validation.jsonl"], check=True, env=env)
 
 
 def validation_questions(work: Path, n: int | None) -> Path:
