@@ -327,7 +327,10 @@ def test_plan_runs_merge_shared_settings(tiny_config):
     main = p1_plan.run_plan(tiny_config, "main")
     static = p1_plan.run_plan(tiny_config, "static_k16")
     assert main.method["k_max"] == 4 and static.method["k_max"] == 16 and static.method["random_k"] is False
-    assert static.method["seq_len"] == 64 and static.train == {**main.train, "save_steps": []}
+    assert static.method["seq_len"] == main.method["seq_len"] == 448 and static.train == {
+        **main.train,
+        "save_steps": [],
+    }
     assert main.train["save_steps"] == [0]  # the dynamics checkpoints of the run shown in Figures 7-8, 10-11
     gt = p1_plan.run_plan(tiny_config, "gt_supervision")
     assert gt.method["loss"]["objective"] == "gt" and gt.method["loss"]["prefix_weight"] == 0.0
