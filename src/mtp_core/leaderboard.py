@@ -75,6 +75,11 @@ def checkpoints(config: dict) -> list[str]:
     return list(dict.fromkeys(e.checkpoint for e in entries(config) if e.checkpoint))
 
 
+def params_files(config: dict) -> list[str]:
+    """The parameter files rows read when their job runs (`LeaderboardEntry.params_from`; inputs of every job)."""
+    return list(dict.fromkeys(e.params_from for e in entries(config) if e.params_from))
+
+
 def bench_settings(config: dict) -> dict[str, int]:
     """The bench protocol's settings: the foundation's `bench`, then `leaderboard.bench`."""
     out = {k: (config.get("bench") or {}).get(k) for k in BENCH_KEYS}
@@ -83,14 +88,16 @@ def bench_settings(config: dict) -> dict[str, int]:
 
 
 def job_rows(config: dict) -> list[dict[str, Any]]:
-    """The rows as the decoding job takes them (JSON-ready): label, title, paper, decoder params, and where its
-    weights are (`checkpoint`: a trained model directory, with the declared `model` it was trained from)."""
+    """The rows as the decoding job takes them (JSON-ready): label, title, paper, decoder params (and the file of
+    further ones, `params_from`), and where its weights are (`checkpoint`: a trained model directory, with the
+    declared `model` it was trained from)."""
     return [
         {
             "label": e.label,
             "title": e.title,
             "paper": e.paper,
             "params": dict(e.params),
+            "params_from": e.params_from,
             "checkpoint": e.checkpoint,
             "model": e.model,
         }

@@ -47,7 +47,9 @@ class LeaderboardEntry:
     writes, `model`: the declared model it was trained from, whose tokenizer and template it keeps).
 
     `label` is the row's file name (unique across papers), `title` what tables and figures show, `params`
-    the decoder's parameters with `decoder` (the registry name)."""
+    the decoder's parameters with `decoder` (the registry name). `params_from`: a JSON file of further parameters
+    that a rule of the paper writes (e.g. a setting chosen on validation data), merged into `params` when the row's
+    job runs (an input of that job)."""
 
     paper: str
     label: str
@@ -55,6 +57,7 @@ class LeaderboardEntry:
     params: Mapping[str, Any]
     checkpoint: str | None = None
     model: str | None = None
+    params_from: str | None = None
 
 
 def _nothing(config: dict) -> list:

@@ -152,7 +152,11 @@ def prepare_model(model: torch.nn.Module, cfg: DMTDConfig) -> None:
         model.get_input_embeddings().requires_grad_(False)
         model.get_output_embeddings().requires_grad_(False)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers 5.24; the older name before
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def train_p4(
