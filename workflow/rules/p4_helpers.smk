@@ -41,16 +41,24 @@ def p4_weights(label):
     return kind, (p4_final_model(name) if kind == "trained" else None)
 
 
-def p4_rule_slug(label):
-    """A rule-name-safe form of a label (`smollm2-135m-math@step0` -> `smollm2_135m_math_step0`)."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_]", "_", label)
+def p4_label(wildcards):
+    """The label of an evaluation job (`p4_evaluate`: wildcard label; `p4_vanilla`: `<model>@step0`)."""
+    return wildcards.label if hasattr(wildcards, "label") else p4plan.vanilla_label(wildcards.model)
 
 
-def p4_eval_inputs(label):
+def p4_eval_outputs(label, tau):
+    """The files of one evaluation job: its teacher-forced result, then each task's (tau None: the vanilla job)."""
+    tf = p4plan.VANILLA_TF if tau is None else p4plan.setting_label(tau) if tau.isdigit() else f"dmtd-tau{tau}"
+    gen = p4plan.VANILLA_GEN if tau is None else tf
+    return [p4plan.result_path(label, p4plan.tf_task(config) if P4 else "", tf)] + [
+        p4plan.result_path(label, t, gen) for t in (p4plan.tasks(config) if P4 else [])
+    ]
+
+
+def p4_eval_inputs(wildcards):
     """The label's weights (trained checkpoint, or the start model's directory), the held-out split, the tasks'
     test splits."""
+    label = p4_label(wildcards)
     kind, checkpoint = p4_weights(label)
     inputs = {"weights": [checkpoint] if checkpoint else model_input(p4plan.label_model(config, label))}
     inputs["validation"] = math_split(p4plan.tf_dataset(config), "validation")
@@ -61,15 +69,20 @@ def p4_eval_inputs(label):
     return inputs
 
 
-def p4_eval_params(label):
-    """What the evaluation script needs (p4plan: settings, outputs by setting, teacher-forced and task specs)."""
+def p4_eval_params(wildcards):
+    """What the evaluation script needs (p4plan: the setting, outputs, teacher-forced and task specs)."""
+    label = p4_label(wildcards)
     kind, checkpoint = p4_weights(label)
     model = p4plan.label_model(config, label)
-    s = p4plan.section(config)
-    tf = s.get("teacher_forced") or {}
-    template = p4plan.run_plan(config, p4plan.parse_label(config, label)[1]).method.get("template", "auto") if kind != "vanilla" else "auto"
+    tf = p4plan.section(config).get("teacher_forced") or {}
+    run = p4plan.parse_label(config, label)[1]
+    template = p4plan.run_plan(config, run).method.get("template", "auto") if kind != "vanilla" else "auto"
     dataset = p4plan.tf_dataset(config)
-    settings = p4plan.job_settings(config, label)
+    if kind == "vanilla":
+        tf_setting, settings = p4plan.VANILLA_TF, {p4plan.VANILLA_GEN: {"decoder": "greedy"}}
+    else:
+        tf_setting = p4plan.setting_label(int(wildcards.tau))
+        settings = {tf_setting: p4plan.setting_params(config, label, int(wildcards.tau))}
     return {
         "label": label,
         "model": model,
@@ -85,15 +98,15 @@ def p4_eval_params(label):
             "template": template,
             "on_bad_row": dataset_on_bad_row(dataset),
         },
-        "tf_outputs": {st: p4plan.result_path(label, p4plan.tf_task(config), st) for st in p4plan.tf_settings(config, label)},
+        "tf_outputs": {tf_setting: p4plan.result_path(label, p4plan.tf_task(config), tf_setting)},
         "tasks": {
             t: {
                 "data": math_split(task_dataset(config, t), "test") if task_dataset(config, t) else None,
                 "outputs": {st: p4plan.result_path(label, t, st) for st in settings},
+                "settings": p4plan.eval_settings(config, t),
             }
             for t in p4plan.tasks(config)
         },
-        "evaluation": dict(s.get("evaluation") or {}),
     }
 
 

@@ -4,7 +4,7 @@ cycle offset on the held-out split, then every lm-eval task with each decoder se
 snakemake.input       weights (trained checkpoint or the start model's directory), validation, task_<task> splits
 snakemake.params.spec label, model (declared start model), checkpoint (trained dir or None), settings
                       ({setting: decoder params}), tf (data, rows, batch_size, max_tokens, template, dataset, task,
-                      on_bad_row), tf_outputs ({setting: file}), tasks ({task: {data, outputs}}), evaluation
+                      on_bad_row), tf_outputs ({setting: file}), tasks ({task: {data, outputs, settings}})
 snakemake.output      results (every file of the job)
 """
 
@@ -33,5 +33,4 @@ evaluate_label(
     tf_outputs=spec["tf_outputs"],
     tasks=spec["tasks"],
     settings=spec["settings"],
-    eval_settings=spec["evaluation"],
 )

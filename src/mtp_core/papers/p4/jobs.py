@@ -96,11 +96,10 @@ def evaluate_label(
     tf_outputs: Mapping[str, str],
     tasks: Mapping[str, Mapping[str, Any]],
     settings: Mapping[str, Mapping[str, Any]],
-    eval_settings: Mapping[str, Any],
 ) -> None:
     """One evaluation job: the teacher-forced settings (`tf_outputs`: setting -> file; `tf`: data path, rows,
     batch_size, max_tokens, template, dataset, on_bad_row, task) and, for each task (`tasks[task]`: data path or None,
-    outputs {setting: file}), lm-eval with each decoder setting of `settings`."""
+    outputs {setting: file}, EvalSettings overrides), lm-eval with each decoder setting of `settings`."""
     data = tf_data(loaded, tf["data"], int(tf["rows"]), int(tf["max_tokens"]), tf["template"], tf["on_bad_row"])
     tf_params = {s: (settings[s] if s in settings else {"decoder": VANILLA}) for s in tf_outputs}
     write_tf_results(
@@ -109,8 +108,8 @@ def evaluate_label(
         data_settings={"dataset": tf["dataset"], "split": "validation", "rows": len(data),
                        "max_tokens": int(tf["max_tokens"]), "response_tokens": int((data.lengths - data.starts).sum())},
     )
-    es = EvalSettings.from_config(config, **dict(eval_settings))
     for task, spec in tasks.items():
+        es = EvalSettings.from_config(config, **dict(spec.get("settings") or {}))
         for setting, out in spec["outputs"].items():
             run_evaluation(config, loaded, setting, task, out, decoder_params=dict(settings[setting]),
                            data_path=spec.get("data"), settings=es, paper="p4", run=label, model=model)

@@ -221,6 +221,18 @@ def columns(config: dict) -> list[str]:
     return [TF_COLUMN, *tasks(config)]
 
 
+EVAL_KEYS = ("limit", "batch_size", "max_gen_toks", "apply_chat_template", "num_fewshot", "bootstrap_iters",
+             "chat_template_kwargs")
+
+
+def eval_settings(config: dict, task: str) -> dict:
+    """`EvalSettings` overrides of `task`: `papers.p4.evaluation`, then `papers.p4.tasks.<task>`."""
+    out: dict = {}
+    for over in (section(config).get("evaluation") or {}, (section(config).get("tasks") or {}).get(task) or {}):
+        out.update({k: v for k, v in over.items() if k in EVAL_KEYS})
+    return out
+
+
 def column_titles(config: dict) -> dict[str, str]:
     """Shown names of the quality columns (`tasks.<task>.title`, else the task's name)."""
     spec = section(config).get("tasks") or {}
