@@ -79,18 +79,30 @@ def main() -> None:
     prompts = random_prompts(loaded.tokenizer, loaded.model.config.vocab_size, args.prompts, args.prompt_tokens, 0)
     decoders = {"greedy": {}, **{f"dmtd-tau{t}": {"decoder": "dmtd", "tau": t, **given} for t in args.taus}}
     out = {"model": loaded.name, "split": spec.name, "threads": args.threads, "batches": {}}
-    print(f"{loaded.name} {spec.name}, {args.prompts} random prompts x {args.prompt_tokens} tokens, "
-          f"{args.new_tokens} new, {args.threads} threads")
+    print(
+        f"{loaded.name} {spec.name}, {args.prompts} random prompts x {args.prompt_tokens} tokens, "
+        f"{args.new_tokens} new, {args.threads} threads"
+    )
     for batch in args.batch_sizes:
         load_before = os.getloadavg()[0]
         costs = measure_layer_costs(loaded.model, spec, [p.ids for p in prompts[:batch]], args.taus)
-        summary, _ = run_bench(quiet, decoders, prompts, args.new_tokens, batch_size=batch, warmup=1,
-                               repeats=args.repeats, threads=args.threads)
+        summary, _ = run_bench(
+            quiet,
+            decoders,
+            prompts,
+            args.new_tokens,
+            batch_size=batch,
+            warmup=1,
+            repeats=args.repeats,
+            threads=args.threads,
+        )
         load_after = os.getloadavg()[0]
         s = costs["seconds"]
-        print(f"\nbatch {batch} (load {load_before:.2f} -> {load_after:.2f}); layer costs ms: full "
-              f"{1e3 * s['full']:.1f}, late {1e3 * s['late']:.1f}, "
-              + ", ".join(f"start(τ={t}) {1e3 * v:.1f}" for t, v in s["start"].items()))
+        print(
+            f"\nbatch {batch} (load {load_before:.2f} -> {load_after:.2f}); layer costs ms: full "
+            f"{1e3 * s['full']:.1f}, late {1e3 * s['late']:.1f}, "
+            + ", ".join(f"start(τ={t}) {1e3 * v:.1f}" for t, v in s["start"].items())
+        )
         print("| decoder | tok/s | × greedy | × modeled | measured / modeled | 1/PLT |")
         print("|---|---|---|---|---|---|")
         rows = {}
@@ -99,10 +111,17 @@ def main() -> None:
             modeled = costs["modeled_speedup"][tau] if tau else 1.0
             inv_plt = 1 / plt(n_layers, tau, spec.decoding_layers, spec.encoding_layers) if tau else 1.0
             meas = r["speedup_vs_greedy"]
-            print(f"| {name} | {r['tokens_per_s']:.2f} | {meas:.3f} | {modeled:.3f} | {meas / modeled:.3f} | "
-                  f"{inv_plt:.2f} |")
-            rows[name] = {"tokens_per_s": r["tokens_per_s"], "speedup": meas, "modeled": modeled, "inv_plt": inv_plt,
-                          "repeats": r["tokens_per_s_repeats"]}
+            print(
+                f"| {name} | {r['tokens_per_s']:.2f} | {meas:.3f} | {modeled:.3f} | {meas / modeled:.3f} | "
+                f"{inv_plt:.2f} |"
+            )
+            rows[name] = {
+                "tokens_per_s": r["tokens_per_s"],
+                "speedup": meas,
+                "modeled": modeled,
+                "inv_plt": inv_plt,
+                "repeats": r["tokens_per_s_repeats"],
+            }
         out["batches"][batch] = {"load": [load_before, load_after], "layer_costs": costs, "decoders": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

@@ -70,14 +70,17 @@ def all_results(config: dict) -> list[str]:
     return [p for ps in prompt_sets(config) for p in job_results(config, ps)]
 
 
-def checkpoints(config: dict) -> list[str]:
-    """The trained checkpoints the rows run on (inputs of every job: the rules of the papers that train them)."""
-    return list(dict.fromkeys(e.checkpoint for e in entries(config) if e.checkpoint))
-
-
-def params_files(config: dict) -> list[str]:
-    """The parameter files rows read when their job runs (`LeaderboardEntry.params_from`; inputs of every job)."""
-    return list(dict.fromkeys(e.params_from for e in entries(config) if e.params_from))
+def row_inputs(config: dict) -> list[str]:
+    """What the rows run on besides the leaderboard model: trained checkpoints, the files their decoders read and
+    their parameter files (inputs of every job: the rules of the papers that make them)."""
+    out = [
+        p
+        for e in entries(config)
+        for p in ((e.checkpoint,) if e.checkpoint else ())
+        + tuple(e.needs)
+        + ((e.params_from,) if e.params_from else ())
+    ]
+    return list(dict.fromkeys(out))
 
 
 def bench_settings(config: dict) -> dict[str, int]:

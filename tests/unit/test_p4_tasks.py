@@ -15,16 +15,32 @@ from mtp_core.evaluate.lm import MTPLM
 from mtp_core.evaluate.tasks import write_task_yaml
 
 ARC = [
-    {"id": "a", "question": "Which is a liquid?", "choices": {"text": ["rock", "water", "iron"], "label": ["A", "B", "C"]},
-     "answerKey": "B"},
-    {"id": "b", "question": "What gives light?", "choices": {"text": ["sun", "moon", "soil"], "label": ["A", "B", "C"]},
-     "answerKey": "A"},
-    {"id": "c", "question": "Which is a gas?", "choices": {"text": ["ice", "steam", "wood", "salt"],
-                                                           "label": ["A", "B", "C", "D"]}, "answerKey": "B"},
+    {
+        "id": "a",
+        "question": "Which is a liquid?",
+        "choices": {"text": ["rock", "water", "iron"], "label": ["A", "B", "C"]},
+        "answerKey": "B",
+    },
+    {
+        "id": "b",
+        "question": "What gives light?",
+        "choices": {"text": ["sun", "moon", "soil"], "label": ["A", "B", "C"]},
+        "answerKey": "A",
+    },
+    {
+        "id": "c",
+        "question": "Which is a gas?",
+        "choices": {"text": ["ice", "steam", "wood", "salt"], "label": ["A", "B", "C", "D"]},
+        "answerKey": "B",
+    },
 ]
 WINO = [
-    {"sentence": "The cup fell off the table because _ was slippery.", "option1": "the cup", "option2": "the table",
-     "answer": "2"},
+    {
+        "sentence": "The cup fell off the table because _ was slippery.",
+        "option1": "the cup",
+        "option2": "the table",
+        "answer": "2",
+    },
     {"sentence": "Anna thanked Maria because _ had helped.", "option1": "Anna", "option2": "Maria", "answer": "1"},
 ]
 

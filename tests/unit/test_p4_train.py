@@ -65,8 +65,9 @@ def test_loss_is_the_cross_entropy_of_the_parallel_forward(phase):
         hits, _ = out.metrics[f"acc@{j}"]
         assert hits == (logits.argmax(-1) == targets)[sel].sum()
     if phase == "random":  # a pure function of (seed, step, chunk): resume draws what the first run drew
-        assert torch.equal(step.row_offsets(4, 0, 1), offsets) and not torch.equal(step.row_offsets(64, 5, 0),
-                                                                                   step.row_offsets(64, 6, 0))
+        assert torch.equal(step.row_offsets(4, 0, 1), offsets) and not torch.equal(
+            step.row_offsets(64, 5, 0), step.row_offsets(64, 6, 0)
+        )
 
 
 def test_thinking_layers_learn_only_through_cycle_starts():
@@ -112,12 +113,17 @@ def test_frozen_embeddings_option_and_overlong_rows():
     with pytest.raises(ValueError, match="no row fits max_tokens 40"):
         encode_p4_rows(ROWS, tok, DMTDConfig(decoding_layers=2, max_tokens=40, overlong="drop"), "chat")
     kept = encode_p4_rows(ROWS, tok, DMTDConfig(decoding_layers=2, max_tokens=80, overlong="drop"), "chat")
-    assert 0 < len(kept) and all(len(x) <= 80 for x, _ in kept)
+    assert len(kept) > 0 and all(len(x) <= 80 for x, _ in kept)
 
 
 def test_config_errors_name_the_key():
-    for bad, msg in [({"cycle": 0}, "cycle"), ({"phase": "packed"}, "phase"), ({"combine": "mean"}, "combine"),
-                     ({"overlong": "skip"}, "overlong"), ({"tau": 3}, "p4.method: unknown key")]:
+    for bad, msg in [
+        ({"cycle": 0}, "cycle"),
+        ({"phase": "packed"}, "phase"),
+        ({"combine": "mean"}, "combine"),
+        ({"overlong": "skip"}, "overlong"),
+        ({"tau": 3}, "p4.method: unknown key"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             DMTDConfig.from_dict(bad)
     model = tiny_model(tiny_spec("llama", num_layers=6))
@@ -129,8 +135,15 @@ def test_training_learns_exports_and_resumes(tmp_path):
     """A few steps teach the late-only offsets (their CE falls), the export records the split and decodes with
     the defaults it carries, and a run killed half way resumes to the same weights."""
     cfg = DMTDConfig(encoding_layers=0, decoding_layers=2, cycle=3, max_tokens=128, phase="random", seed=1)
-    tcfg = {"max_steps": 8, "global_batch_size": 4, "micro_batch_size": 2, "lr": 3e-3, "warmup_steps": 1,
-            "checkpoint_every": 1, "progress": False}
+    tcfg = {
+        "max_steps": 8,
+        "global_batch_size": 4,
+        "micro_batch_size": 2,
+        "lr": 3e-3,
+        "warmup_steps": 1,
+        "checkpoint_every": 1,
+        "progress": False,
+    }
     model, tok, batches = _setup(cfg)
     step = P4Step(tok, cfg)
     probe = batches.micro_batch(MicroBatchSpec(0, 0, 0, 8))

@@ -14,9 +14,11 @@ log_to_file(smk.log[0])
 spec = dict(smk.params.spec)
 if smk.params.kind == "fig4":
     results = {(int(b), s): f for b, files in spec["outputs"].items() for s, f in zip(spec["settings"], files)}
-    speedup_figure(speed_frame(results, {int(b): f for b, f in spec["layer_costs"].items()}), smk.output.png,
-                   smk.output.pdf)
+    speedup_figure(
+        speed_frame(results, {int(b): f for b, f in spec["layer_costs"].items()}), smk.output.png, smk.output.pdf
+    )
 else:
-    fits = scaling_figure({t: (p, int(w)) for t, (p, w) in spec["curves"].items()}, int(spec["bins"]),
-                          smk.output.png, smk.output.pdf)
+    fits = scaling_figure(
+        {t: (p, int(w)) for t, (p, w) in spec["curves"].items()}, int(spec["bins"]), smk.output.png, smk.output.pdf
+    )
     atomic_write_json(smk.output.fit, {"fit": "loss = intercept + slope * log10(tokens)", "runs": fits})

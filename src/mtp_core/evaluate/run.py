@@ -77,7 +77,11 @@ def run_evaluation(
     if chat and getattr(loaded.tokenizer, "chat_template", None) is None:
         raise ValueError(f"evaluation.apply_chat_template: model {loaded.name!r} has no chat template")
     lm = MTPLM(
-        loaded, decoder, decoder_params, batch_size=settings.batch_size, chat_template_kwargs=settings.chat_template_kwargs
+        loaded,
+        decoder,
+        decoder_params,
+        batch_size=settings.batch_size,
+        chat_template_kwargs=settings.chat_template_kwargs,
     )
     gen_kwargs = {"max_gen_toks": settings.max_gen_toks} if settings.max_gen_toks is not None else None
     log.info("evaluating %s on %s with %s (chat template %s)", loaded.name, task, lm.decoder.describe(), chat)

@@ -221,8 +221,15 @@ def columns(config: dict) -> list[str]:
     return [TF_COLUMN, *tasks(config)]
 
 
-EVAL_KEYS = ("limit", "batch_size", "max_gen_toks", "apply_chat_template", "num_fewshot", "bootstrap_iters",
-             "chat_template_kwargs")
+EVAL_KEYS = (
+    "limit",
+    "batch_size",
+    "max_gen_toks",
+    "apply_chat_template",
+    "num_fewshot",
+    "bootstrap_iters",
+    "chat_template_kwargs",
+)
 
 
 def eval_settings(config: dict, task: str) -> dict:
@@ -325,7 +332,9 @@ def table_results(config: dict, name: str) -> list[str]:
 
 
 def runs_trained_for(config: dict, labels: list[str]) -> list[str]:
-    return list(dict.fromkeys(parse_label(config, lab)[1] for lab in labels if parse_label(config, lab)[0] == "trained"))
+    return list(
+        dict.fromkeys(parse_label(config, lab)[1] for lab in labels if parse_label(config, lab)[0] == "trained")
+    )
 
 
 # ---------------------------------------------------------------------------------------- speed
@@ -352,7 +361,9 @@ def speed_results(config: dict) -> list[str]:
     if run is None:
         return []
     return [
-        result_path(run, speed_task(b), s) for b in speed_spec(config).get("batch_sizes") or [1] for s in speed_settings(config)
+        result_path(run, speed_task(b), s)
+        for b in speed_spec(config).get("batch_sizes") or [1]
+        for s in speed_settings(config)
     ]
 
 
@@ -442,7 +453,9 @@ def check(config: dict) -> None:
             raise ConfigError(f"{where}: a run may not be named like a model ({run!r} is a model)")
         plan = run_plan(config, run)
         if plan.model not in models:
-            raise ConfigError(f"{where}.model: model {plan.model!r} is not declared (declared: {', '.join(sorted(models))})")
+            raise ConfigError(
+                f"{where}.model: model {plan.model!r} is not declared (declared: {', '.join(sorted(models))})"
+            )
         if plan.dataset not in datasets or datasets[plan.dataset]["kind"] not in TRAIN_DATA_KINDS:
             raise ConfigError(
                 f"{where}.dataset: {plan.dataset!r} is not a declared dataset of kind {', '.join(TRAIN_DATA_KINDS)}"
@@ -476,8 +489,10 @@ def check(config: dict) -> None:
             need_run(run, f"{key}.runs[{i}]" if name != "table5" else f"{key}.run")
         starts = {run_plan(config, r).model for r in shown}
         if name != "table4" and len(starts) > 1:
-            raise ConfigError(f"{key}: its runs start from different models ({', '.join(sorted(starts))}); "
-                              "one Vanilla row needs one start model (Table 4 has a block per model)")
+            raise ConfigError(
+                f"{key}: its runs start from different models ({', '.join(sorted(starts))}); "
+                "one Vanilla row needs one start model (Table 4 has a block per model)"
+            )
     for i, run in enumerate(figure_spec(config, "fig5").get("runs") or []):
         need_run(run, f"papers.p4.figures.fig5.runs[{i}]")
     if speed_run(config) is not None:
@@ -503,9 +518,7 @@ def check(config: dict) -> None:
                 raise ConfigError(f"papers.p4.tasks.{task}: {e}") from None
     for i, col in enumerate(overall_columns(config)):
         if col not in columns(config):
-            raise ConfigError(
-                f"papers.p4.overall[{i}]: {col!r} is not a quality column ({', '.join(columns(config))})"
-            )
+            raise ConfigError(f"papers.p4.overall[{i}]: {col!r} is not a quality column ({', '.join(columns(config))})")
 
 
 # ------------------------------------------------------------------------------------------- layouts
@@ -567,4 +580,7 @@ def column_files(config: dict, label: str, tau: int) -> dict[str, str]:
     """Quality column -> result file of a label at τ (0: vanilla)."""
     tf = VANILLA_TF if tau == 0 else setting_label(tau)
     gen = VANILLA_GEN if tau == 0 else setting_label(tau)
-    return {TF_COLUMN: result_path(label, tf_task(config), tf), **{t: result_path(label, t, gen) for t in tasks(config)}}
+    return {
+        TF_COLUMN: result_path(label, tf_task(config), tf),
+        **{t: result_path(label, t, gen) for t in tasks(config)},
+    }

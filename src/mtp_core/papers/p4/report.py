@@ -69,7 +69,12 @@ def quality_table(
     titles = dict(titles or {})
     out, pm, digits = [], {}, {}
     for row in layout:
-        rec: dict[str, Any] = {"block": row["block"] or "", "row": row["title"], "label": row["label"], "tau": row["tau"]}
+        rec: dict[str, Any] = {
+            "block": row["block"] or "",
+            "row": row["title"],
+            "label": row["label"],
+            "tau": row["tau"],
+        }
         ratios = []
         for col in columns:
             res, van = _read(row["files"][col]), _read(row["vanilla"][col])
@@ -105,25 +110,36 @@ def speed_frame(results: Mapping[tuple[int, str], str], layer_costs: Mapping[int
         modeled = (costs.get("modeled_speedup") or {}).get(str(tau), math.nan) if tau else 1.0
         p = (costs.get("plt") or {}).get(str(tau), math.nan) if tau else 1.0
         stats = r.get("decode_stats") or {}
-        rows.append({
-            "batch": int(batch), "setting": setting, "tau": tau, "tokens_per_s": stats.get("tokens_per_s"),
-            "speedup": stats.get("speedup_vs_greedy"), "modeled": modeled, "plt": p,
-            "threads": (r.get("settings") or {}).get("threads"), "load": (r.get("settings") or {}).get("load_1min"),
-            "n": r.get("n"),
-        })
+        rows.append(
+            {
+                "batch": int(batch),
+                "setting": setting,
+                "tau": tau,
+                "tokens_per_s": stats.get("tokens_per_s"),
+                "speedup": stats.get("speedup_vs_greedy"),
+                "modeled": modeled,
+                "plt": p,
+                "threads": (r.get("settings") or {}).get("threads"),
+                "load": (r.get("settings") or {}).get("load_1min"),
+                "n": r.get("n"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def speed_table(frame: pd.DataFrame) -> Table:
     """Table 3: rows Vanilla and DMTD τ; per batch size tok/s and × vanilla (measured, modeled); PLT, 1/PLT."""
     out = []
-    for setting, g in frame.groupby("setting", sort=False):
+    for _, g in frame.groupby("setting", sort=False):
         tau = g["tau"].iloc[0]
         rec: dict[str, Any] = {"row": "Vanilla" if pd.isna(tau) else f"MTD{int(tau)}" + (" (twin)" if tau == 1 else "")}
         for r in g.sort_values("batch").to_dict("records"):
             b = r["batch"]
-            rec |= {f"Batch={b} tok/s": r["tokens_per_s"], f"Batch={b} ×": r["speedup"],
-                    f"Batch={b} × modeled": r["modeled"]}
+            rec |= {
+                f"Batch={b} tok/s": r["tokens_per_s"],
+                f"Batch={b} ×": r["speedup"],
+                f"Batch={b} × modeled": r["modeled"],
+            }
         rec |= {"PLT": g["plt"].iloc[0], "1/PLT": 1 / g["plt"].iloc[0]}
         out.append(rec)
     data = pd.DataFrame(out)
@@ -187,13 +203,21 @@ def scaling_figure(curves: Mapping[str, tuple[str, int]], bins: int, png: str, p
             pts = binned_curve(pd.read_csv(path), warmup, bins)
             fit = log_fit(pts)
             fits[title] = fit
-            line = ax.plot(pts["tokens"], pts["loss"], "o-", markersize=3, linewidth=1,
-                           label=title if fit["slope"] is None else
-                           f"{title} (slope {fit['slope']:.3f}/decade, R²={fit['r2']:.3f})")
+            line = ax.plot(
+                pts["tokens"],
+                pts["loss"],
+                "o-",
+                markersize=3,
+                linewidth=1,
+                label=title
+                if fit["slope"] is None
+                else f"{title} (slope {fit['slope']:.3f}/decade, R²={fit['r2']:.3f})",
+            )
             if fit["slope"] is not None:
                 xs = np.array([pts["tokens"].min(), pts["tokens"].max()])
-                ax.plot(xs, fit["intercept"] + fit["slope"] * np.log10(xs), "--", linewidth=0.8,
-                        color=line[0].get_color())
+                ax.plot(
+                    xs, fit["intercept"] + fit["slope"] * np.log10(xs), "--", linewidth=0.8, color=line[0].get_color()
+                )
         ax.set_xscale("log")
         ax.set_xlabel("training tokens")
         ax.set_ylabel("cross-entropy loss (DMTD, training)")
@@ -203,9 +227,7 @@ def scaling_figure(curves: Mapping[str, tuple[str, int]], bins: int, png: str, p
     return fits
 
 
-def select_tau(
-    vanilla_tf: str, tf: Mapping[int, str], speed: Mapping[int, str], threshold: float
-) -> dict[str, Any]:
+def select_tau(vanilla_tf: str, tf: Mapping[int, str], speed: Mapping[int, str], threshold: float) -> dict[str, Any]:
     """The leaderboard's τ (module docstring) from the teacher-forced results (`tf`: τ -> file, `vanilla_tf`) and
     the speed job's results at one batch size (`speed`: τ -> file)."""
     v0, se0, _ = metric_of(_read(vanilla_tf), TF_KEY)

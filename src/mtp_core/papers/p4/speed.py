@@ -58,8 +58,16 @@ def measure_layer_costs(
     cache = L.new_cache(model)
     pos = positions_from_mask(attention)
     h = L.embed(model, ids)
-    L.run_layers(model, h, 0, n_layers, pos=pos, mask=L.causal_mask(model, h, cache, pos, 0, attention),
-                 rope=L.rope(model, h, pos), cache=cache)
+    L.run_layers(
+        model,
+        h,
+        0,
+        n_layers,
+        pos=pos,
+        mask=L.causal_mask(model, h, cache, pos, 0, attention),
+        rope=L.rope(model, h, pos),
+        cache=cache,
+    )
     nxt = ids[:, -1:]
     p0 = pos[:, -1:] + 1
 

@@ -146,8 +146,13 @@ def vanilla_scores(model: torch.nn.Module, data: TFRows, batch_size: int) -> Tal
         h = model.model(input_ids=ids, attention_mask=attention).last_hidden_state  # final norm applied
         logits = model.lm_head(h[:, :-1][sel.to(device)])
         targets = ids[:, 1:][sel.to(device)]
-        tally.add(rows, torch.zeros_like(sel, dtype=torch.long), sel, (logits.argmax(-1) == targets).cpu(),
-                  token_cross_entropy(logits, targets).cpu())
+        tally.add(
+            rows,
+            torch.zeros_like(sel, dtype=torch.long),
+            sel,
+            (logits.argmax(-1) == targets).cpu(),
+            token_cross_entropy(logits, targets).cpu(),
+        )
     return tally
 
 

@@ -87,8 +87,12 @@ def encode_p4_rows(rows: Sequence[dict], tokenizer: Any, cfg: DMTDConfig, templa
     whole = encode_rows(rows, tokenizer, replace(cfg, max_tokens=sys.maxsize), template)
     kept = [(ids, start) for ids, start in whole if len(ids) <= cfg.max_tokens]
     if len(kept) < len(whole):
-        log.warning("P4 data: %d of %d row(s) longer than max_tokens %d dropped", len(whole) - len(kept), len(whole),
-                    cfg.max_tokens)
+        log.warning(
+            "P4 data: %d of %d row(s) longer than max_tokens %d dropped",
+            len(whole) - len(kept),
+            len(whole),
+            cfg.max_tokens,
+        )
     if not kept:
         raise ValueError(f"p4: no row fits max_tokens {cfg.max_tokens} (overlong: drop)")
     return kept
@@ -135,8 +139,9 @@ class P4Step(SFTStep):
                 n = float(sel.sum())
                 metrics[f"ce@{j}"] = (ce.detach()[sel].sum(), n)
                 metrics[f"acc@{j}"] = (hit[sel].sum().float(), n)
-        return StepOutput(loss=ce[sup].mean(), weight=float(sup.sum()), metrics=metrics,
-                          tokens=int(batch["attention_mask"].sum()))
+        return StepOutput(
+            loss=ce[sup].mean(), weight=float(sup.sum()), metrics=metrics, tokens=int(batch["attention_mask"].sum())
+        )
 
 
 def prepare_model(model: torch.nn.Module, cfg: DMTDConfig) -> None:
@@ -180,11 +185,25 @@ def train_p4(
     examples = encode_p4_rows(rows, tok, cfg, template)
     log.info(
         "P4 data: %d rows, template %s, loss on %s; split %s, training τ %d, combine %s, phase %s",
-        len(examples), template, cfg.loss_on, cfg.spec.name, cfg.cycle, cfg.combine, cfg.phase,
+        len(examples),
+        template,
+        cfg.loss_on,
+        cfg.spec.name,
+        cfg.cycle,
+        cfg.combine,
+        cfg.phase,
     )
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
-    return train(P4Step(tok, cfg), model, SFTBatches(examples, pad_id, cfg), tc, out_dir, dist=dist, device=device,
-                 callbacks=callbacks)
+    return train(
+        P4Step(tok, cfg),
+        model,
+        SFTBatches(examples, pad_id, cfg),
+        tc,
+        out_dir,
+        dist=dist,
+        device=device,
+        callbacks=callbacks,
+    )
 
 
 # -------------------------------------------------------------------------------------- launcher method `p4`
@@ -203,5 +222,13 @@ def launch_check(settings: dict) -> dict:
 def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
     """In the job: load the base model and rows, then `train_p4` (resumes from `run_dir/checkpoints`)."""
     loaded, rows = load_model_and_rows(settings)
-    return train_p4(loaded, rows, settings.get("p4") or {}, settings["train"], run_dir, device=device, dist=dist,
-                    callbacks=callbacks)
+    return train_p4(
+        loaded,
+        rows,
+        settings.get("p4") or {},
+        settings["train"],
+        run_dir,
+        device=device,
+        dist=dist,
+        callbacks=callbacks,
+    )
