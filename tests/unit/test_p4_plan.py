@@ -184,6 +184,7 @@ def test_quality_table_overall_is_the_mean_of_ratios(tmp_path):
         ["tf_acc", "math"],
         {"tf_acc": "tf_acc,none", "math": None},
         {"tf_acc": "TF acc (val)"},
+        offsets=2,
     )
     rows = table.data.set_index("row")
     assert rows.loc["Vanilla", "Overall (%)"] == pytest.approx(100.0)
@@ -192,6 +193,7 @@ def test_quality_table_overall_is_the_mean_of_ratios(tmp_path):
     r, se = ratio_with_stderr(0.72, 0.01, 0.80, 0.01)
     assert r == pytest.approx(0.9) and se == pytest.approx(0.9 * math.hypot(0.01 / 0.72, 0.01 / 0.80))
     assert "block" not in table.data and "Overall (%)" in table.display().columns
+    assert {"TF acc@0", "TF acc@1"} <= set(table.data) and math.isnan(rows.loc["Vanilla", "TF acc@1"])
 
 
 def test_tau_choice_reads_retention_then_speed(tmp_path):

@@ -175,6 +175,7 @@ def p4_table_params(table):
         "overall": p4plan.overall_columns(config),
         "metrics": {**{t: p4plan.task_metric(config, t) for t in p4plan.tasks(config)}, p4plan.TF_COLUMN: "tf_acc,none"},
         "titles": p4plan.column_titles(config),
+        "offsets": max(t for _, t in p4plan.quality_rows(config, table)) if table == "table5" else 0,
     }
 
 
