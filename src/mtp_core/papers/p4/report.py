@@ -63,9 +63,11 @@ def quality_table(
     overall: Sequence[str],
     metrics: Mapping[str, str | None],
     titles: Mapping[str, str] | None = None,
+    offsets: int = 0,
 ) -> Table:
     """A quality table (module docstring) from `plan.table_layout` rows; `metrics[column]` the metric key of each
-    column (the teacher-forced column's is `tf_acc,none`), `titles` the columns' shown names."""
+    column (the teacher-forced column's is `tf_acc,none`), `titles` the columns' shown names; `offsets` > 0 adds
+    the teacher-forced accuracy by cycle offset j < `offsets` (`TF acc@j`: j = 0 full depth, j >= 1 late-only)."""
     titles = dict(titles or {})
     out, pm, digits = [], {}, {}
     for row in layout:
@@ -75,6 +77,10 @@ def quality_table(
             "label": row["label"],
             "tau": row["tau"],
         }
+        if offsets:
+            tf = _read(row["files"][columns[0]])
+            for j in range(offsets):
+                rec[f"TF acc@{j}"] = metric_of(tf, f"tf_acc@{j},none")[0] if row["tau"] else math.nan
         ratios = []
         for col in columns:
             res, van = _read(row["files"][col]), _read(row["vanilla"][col])
