@@ -146,7 +146,9 @@ def test_unsupported_architecture_is_named(tiny, tmp_path):
         plan.check(cfg)
 
 
-def _result(path: Path, value: float | None, stderr: float | None, key: str, settings: dict | None = None) -> str:
+def _result(
+    path: Path, value: float | None, stderr: float | None, key: str, settings: dict | None = None, plts=None
+) -> str:
     write_result(
         str(path),
         make_result(
@@ -163,6 +165,7 @@ def _result(path: Path, value: float | None, stderr: float | None, key: str, set
             scale="tiny",
             config_hash="0" * 12,
         ),
+        [{"extra": {"plt_measured": p}} for p in plts] if plts else None,
     )
     return str(path)
 
@@ -172,7 +175,7 @@ def test_quality_table_overall_is_the_mean_of_ratios(tmp_path):
     van = {"tf_acc": f("v_tf", 0.80, "tf_acc,none"), "math": f("v_m", 0.50, "exact_match,flexible-extract")}
     ours = {
         "tf_acc": f("o_tf", 0.72, "tf_acc,none", settings={"plt": 0.5111}),
-        "math": f("o_m", 0.40, "exact_match,flexible-extract"),
+        "math": f("o_m", 0.40, "exact_match,flexible-extract", plts=[0.5, 0.6]),
     }
     layout = [
         {"block": None, "title": "Vanilla", "label": "m@step0", "tau": 0, "files": van, "vanilla": van},
@@ -194,6 +197,7 @@ def test_quality_table_overall_is_the_mean_of_ratios(tmp_path):
     assert r == pytest.approx(0.9) and se == pytest.approx(0.9 * math.hypot(0.01 / 0.72, 0.01 / 0.80))
     assert "block" not in table.data and "Overall (%)" in table.display().columns
     assert {"TF acc@0", "TF acc@1"} <= set(table.data) and math.isnan(rows.loc["Vanilla", "TF acc@1"])
+    assert rows.loc["3→3", "PLT (measured)"] == pytest.approx(0.55) and rows.loc["Vanilla", "PLT (measured)"] == 1.0
 
 
 def test_tau_choice_reads_retention_then_speed(tmp_path):

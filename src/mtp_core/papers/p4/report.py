@@ -28,6 +28,7 @@ import pandas as pd
 
 from ...report.figures import new_figure, save_figure, style
 from ...report.tables import PRIMARY_METRIC, Table
+from ...results import samples_path
 
 TF_KEY = "tf_acc,none"
 
@@ -46,6 +47,21 @@ def metric_of(result: Mapping[str, Any], key: str | None) -> tuple[float, float,
     m = metrics.get(key) or {}
     val, err = m.get("value"), m.get("stderr")
     return (math.nan if val is None else float(val), math.nan if err is None else float(err), int(result.get("n", 0)))
+
+
+def measured_plt(result_path: str | os.PathLike) -> float:
+    """Mean over a result's generations of the PLT the `dmtd` decoder counted (`extra.plt_measured` in the samples
+    file): Eq. 7 as run, the prefill and the stops included; NaN for other decoders (or no samples file)."""
+    values = []
+    path = samples_path(str(result_path))
+    if not os.path.exists(path):
+        return math.nan
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            extra = json.loads(line).get("extra") or {}
+            if "plt_measured" in extra:
+                values.append(float(extra["plt_measured"]))
+    return float(np.mean(values)) if values else math.nan
 
 
 def ratio_with_stderr(a: float, sa: float, b: float, sb: float) -> tuple[float, float]:
@@ -95,10 +111,13 @@ def quality_table(
         err = math.sqrt(sum(e**2 for _, e in ratios if not math.isnan(e))) / len(ratios) if ratios else math.nan
         settings = _read(row["files"][columns[0]]).get("settings") or {}
         p = 1.0 if row["tau"] == 0 else float(settings.get("plt", math.nan))
+        generated = [row["files"][c] for c in columns[1:]]
+        run_plt = 1.0 if row["tau"] == 0 else measured_plt(generated[0]) if generated else math.nan
         rec |= {"Overall (%)": 100 * mean, "Overall ± ": 100 * err, "PLT": p, "1/PLT": 1 / p if p else math.nan}
+        rec["PLT (measured)"] = run_plt
         out.append(rec)
     pm["Overall (%)"] = "Overall ± "
-    digits |= {"Overall (%)": 1, "PLT": 3, "1/PLT": 2}
+    digits |= {"Overall (%)": 1, "PLT": 3, "1/PLT": 2, "PLT (measured)": 3}
     frame = pd.DataFrame(out)
     if not frame["block"].astype(bool).any():
         frame = frame.drop(columns="block")
@@ -125,6 +144,7 @@ def speed_frame(results: Mapping[tuple[int, str], str], layer_costs: Mapping[int
                 "speedup": stats.get("speedup_vs_greedy"),
                 "modeled": modeled,
                 "plt": p,
+                "plt_measured": measured_plt(path) if tau else 1.0,
                 "threads": (r.get("settings") or {}).get("threads"),
                 "load": (r.get("settings") or {}).get("load_1min"),
                 "n": r.get("n"),
@@ -146,7 +166,7 @@ def speed_table(frame: pd.DataFrame) -> Table:
                 f"Batch={b} ×": r["speedup"],
                 f"Batch={b} × modeled": r["modeled"],
             }
-        rec |= {"PLT": g["plt"].iloc[0], "1/PLT": 1 / g["plt"].iloc[0]}
+        rec |= {"PLT": g["plt"].iloc[0], "1/PLT": 1 / g["plt"].iloc[0], "PLT (measured)": g["plt_measured"].iloc[0]}
         out.append(rec)
     data = pd.DataFrame(out)
     digits = {c: (2 if "tok/s" in c else 3) for c in data.columns if c != "row"} | {"PLT": 3, "1/PLT": 2}
