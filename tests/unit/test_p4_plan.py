@@ -39,7 +39,7 @@ def raw(path: str = "config/tiny.yaml") -> dict:
 
 def test_labels_settings_and_results(tiny, embedded):
     assert list(plan.label_taus(tiny)) == ["tiny-qwen3-math@step0", "e1d0", "main", "main@step0", "mtd2"]
-    assert plan.label_taus(tiny)["main"] == [1, 2, 3, 4] and plan.label_taus(tiny)["main@step0"] == [3]
+    assert plan.label_taus(tiny)["main"] == [1, 3] and plan.label_taus(tiny)["main@step0"] == [3]
     assert plan.parse_label(tiny, "main@step0") == ("untrained", "main")
     assert plan.parse_label(tiny, "tiny-qwen3-math@step0") == ("vanilla", "tiny-qwen3-math")
     assert plan.job_settings(tiny, "main@step0") == {
