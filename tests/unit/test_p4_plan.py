@@ -15,7 +15,7 @@ import yaml
 from mtp_core import leaderboard
 from mtp_core.config import ConfigError
 from mtp_core.decode_run import row_params
-from mtp_core.papers.p4 import plan
+from mtp_core.papers.p4 import checks, plan
 from mtp_core.papers.p4.report import binned_curve, log_fit, quality_table, ratio_with_stderr, select_tau
 from mtp_core.results import make_result, write_result
 from mtp_core.validation import load_config, validate_config
@@ -68,7 +68,6 @@ def test_labels_settings_and_results(tiny, embedded):
     ]
     assert [r["title"] for r in plan.table_layout(embedded, "table1")] == ["Vanilla", "MTD2", "MTD3", "MTD4", "MTD6"]
     assert plan.all_targets(embedded)[:2] == ["results/tables/p4/table3.csv", "results/tables/p4/table3.md"]
-    assert plan.plt_of(embedded, "main", 3, 30) == pytest.approx(0.5111, abs=1e-4)
 
 
 def test_schema_defaults_are_the_papers_recipe():
@@ -130,11 +129,11 @@ def test_schema_defaults_are_the_papers_recipe():
     ],
 )
 def test_bad_config_names_the_key(tiny, edit, message):
-    """`plan.check` on the validated tiny config with one edit (what `validation.check_references` calls)."""
+    """`checks.check` on the validated tiny config with one edit (what `validation.check_references` calls)."""
     cfg = copy.deepcopy(tiny)
     edit(cfg["papers"]["p4"])
     with pytest.raises(ConfigError, match=message):
-        plan.check(cfg)
+        checks.check(cfg)
 
 
 def test_unsupported_architecture_is_named(tiny, tmp_path):
@@ -143,7 +142,7 @@ def test_unsupported_architecture_is_named(tiny, tmp_path):
     cfg["models"]["gpt"] = {"source": "local", "path": str(tmp_path), "chat_template": False}
     cfg["papers"]["p4"]["runs"]["mtd2"]["model"] = "gpt"
     with pytest.raises(ConfigError, match=r"papers\.p4\.runs\.mtd2\.model: 'gpt' is a 'gpt2' model"):
-        plan.check(cfg)
+        checks.check(cfg)
 
 
 def _result(

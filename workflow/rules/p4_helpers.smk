@@ -125,13 +125,9 @@ def p4_speed_params():
         "spec": spec,
         "settings": p4plan.speed_settings(config),
         "outputs": {b: [p4plan.result_path(run, p4plan.speed_task(b), st) for st in p4plan.speed_settings(config)] for b in sizes},
-        "layer_costs": {b: p4_layer_costs(run, b) for b in sizes},
+        "layer_costs": {b: p4plan.layer_costs_path(run, b) for b in sizes},
         "bench": {**{k: config["bench"].get(k) for k in ("warmup", "repeats", "threads")}, **(p4plan.section(config).get("bench") or {})},
     }
-
-
-def p4_layer_costs(run, batch):
-    return f"{RESULTS}/analysis/p4/{run}/layer_costs-b{batch}.json"
 
 
 def p4_layer_cost_files():

@@ -6,17 +6,17 @@ Modules: `cyclic` (the schedule: Eq. 3's mask, the decoding schedule, cycle offs
 Eq. 4, the forward hooks that make the model's own forward compute Eqs. 1-5), `train` (the step, data and the
 launcher method `p4`), `decoder` (the `dmtd` decoder), `teacher_forced` (held-out quality per cycle offset),
 `speed` (random prompts, layer costs, modeled speed-up), `plan` (config section -> runs, jobs, result files,
-checks), `jobs` (the workflow jobs' bodies), `report` (Tables 1-5, Figures 4-5, the leaderboard's τ choice).
+table layouts), `checks` (the config's cross-references, before any job), `jobs` (the workflow jobs' bodies), `report` (Tables 1-5, Figures 4-5, the leaderboard's τ choice).
 """
 
 from ...registry import Method, Paper
-from . import plan
+from . import checks, plan
 from .decoder import DMTDDecoder
 
 PAPER = Paper(
     name="p4",
     title="Direct multi-token decoding",
-    check=plan.check,
+    check=checks.check,
     targets=plan.all_targets,
     leaderboard=plan.leaderboard_entries,
     methods=(
