@@ -233,3 +233,14 @@ def test_leaderboard_rows(tiny):
     off = copy.deepcopy(tiny)
     off["papers"]["p4"]["leaderboard"] = {"run": "main", "selected": False}
     assert [e.label for e in plan.leaderboard_entries(off)] == ["p4-main-dmtd-tau3"]
+
+
+def test_declared_layers_without_loading_weights(tiny, embedded, tmp_path):
+    from mtp_core.model_plan import declared_layers
+
+    assert declared_layers(tiny, "tiny-qwen3-math") == ("qwen3", 2)  # a fine-tuned model: its base's spec
+    assert declared_layers(embedded, "smollm2-135m", results=str(tmp_path)) is None  # not converted yet: unknown
+    prepared = tmp_path / "models/base/smollm2-135m"
+    prepared.mkdir(parents=True)
+    (prepared / "config.json").write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 30}))
+    assert declared_layers(embedded, "smollm2-135m-math", results=str(tmp_path)) == ("llama", 30)
