@@ -47,7 +47,7 @@ def check(config: dict) -> None:
         where = f"papers.p4.runs.{run}"
         if not RUN_NAME.match(run) or STEP_SEP in run:
             raise ConfigError(f"{where}: run names use letters, digits, '_', '.', '-' only")
-        if run in RESERVED or run.startswith("evaluate_"):
+        if run in RESERVED:
             raise ConfigError(f"{where}: `p4_{run}` is a rule of the workflow; choose another run name")
         if run in models:
             raise ConfigError(f"{where}: a run may not be named like a model ({run!r} is a model)")

@@ -43,7 +43,7 @@ FIGURES = ("fig4", "fig5")
 VANILLA_TF, VANILLA_GEN = "vanilla", "greedy"
 TF_COLUMN = "tf_acc"  # the teacher-forced accuracy as a quality column (`overall`)
 RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-RESERVED = ("train", "speed", "table", "figure4", "figure5", "select_tau")  # rule names `p4_<x>` of the workflow
+RESERVED = ("train", "evaluate", "vanilla", "speed", "table", "figure4", "figure5", "select_tau")  # rules `p4_<x>`
 
 
 def section(config: dict) -> dict:
