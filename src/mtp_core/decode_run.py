@@ -9,16 +9,18 @@ with its standard error (`evaluate.answers`: the `synthetic_math_cot` task's ext
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .bench import encode_prompts, run_bench
+from .bench import BenchPrompt, encode_prompts, run_bench
 from .config import config_hash, model_spec
 from .decoding.cost import calibrate_on_prompt, modeled_speedup
 from .evaluate.answers import is_correct
+from .io import InputError
 from .models import LoadedModel, load_model
 from .results import decode_stats, make_result, sample_record, write_result
 
@@ -54,16 +56,20 @@ def decode_prompt_set(
     models: Mapping[str, LoadedModel] | None = None,
     papers: Mapping[str, str] | None = None,
     modeled: bool = False,
+    prompts: Sequence[BenchPrompt] | None = None,
+    extra_settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Benchmark `decoders` side by side on `rows` and write `outputs[i]` for the i-th decoder.
 
     `models[name]`: a decoder's own weights (trained from `loaded`); `papers[name]`: the paper a decoder's row
-    belongs to (default `paper`); `modeled`: add the modeled speedup. Tokens/s in each result is the bench
-    median over repeats; acceptance statistics come from the generations. Returns the bench summary.
+    belongs to (default `paper`); `modeled`: add the modeled speedup; `prompts`: token ids already made (e.g.
+    random ids; `rows` then only names them: `id`, `category`); `extra_settings`: recorded in every result's
+    settings. Tokens/s in each result is the bench median over repeats; acceptance statistics come from the
+    generations. Returns the bench summary.
     """
     if len(outputs) != len(decoders):
         raise ValueError(f"{len(decoders)} decoders but {len(outputs)} output paths")
-    prompts = encode_prompts(loaded, rows)
+    prompts = list(prompts) if prompts is not None else encode_prompts(loaded, rows)
     summary, gens = run_bench(
         loaded,
         decoders,
@@ -83,6 +89,7 @@ def decode_prompt_set(
         "threads": summary["threads"],
         "warmup": warmup,
         "repeats": repeats,
+        **(extra_settings or {}),
     }
     if cost is not None:
         settings["step_cost"] = cost.as_dict()["table"]
@@ -176,7 +183,7 @@ def leaderboard_rule_job(smk: Any, rows: Sequence[dict]) -> dict[str, Any]:
     return decode_prompt_set(
         loaded,
         rows,
-        decoders={r["label"]: dict(r["params"]) for r in smk.params.rows},
+        decoders={r["label"]: row_params(r) for r in smk.params.rows},
         outputs=list(smk.output.results),
         prompt_set=smk.wildcards.prompt_set,
         scale=config["scale"],
@@ -192,3 +199,16 @@ def leaderboard_rule_job(smk: Any, rows: Sequence[dict]) -> dict[str, Any]:
         papers={r["label"]: r["paper"] for r in smk.params.rows},
         modeled=True,
     )
+
+
+def row_params(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A leaderboard row's decoder parameters: its own, then those of its `params_from` file (a JSON object with
+    `params`, written by a rule of the row's paper)."""
+    params = dict(row["params"])
+    if row.get("params_from"):
+        with open(row["params_from"], encoding="utf-8") as f:
+            chosen = json.load(f)
+        if not isinstance(chosen.get("params"), dict):
+            raise InputError(f"{row['params_from']}: expected an object with `params` (leaderboard row {row['label']})")
+        params.update(chosen["params"])
+    return params

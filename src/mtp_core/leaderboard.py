@@ -71,9 +71,15 @@ def all_results(config: dict) -> list[str]:
 
 
 def row_inputs(config: dict) -> list[str]:
-    """What the rows run on besides the leaderboard model: trained checkpoints and the files their decoders read
-    (inputs of every job: the rules of the papers that make them)."""
-    out = [p for e in entries(config) for p in ((e.checkpoint,) if e.checkpoint else ()) + tuple(e.needs)]
+    """What the rows run on besides the leaderboard model: trained checkpoints, the files their decoders read and
+    their parameter files (inputs of every job: the rules of the papers that make them)."""
+    out = [
+        p
+        for e in entries(config)
+        for p in ((e.checkpoint,) if e.checkpoint else ())
+        + tuple(e.needs)
+        + ((e.params_from,) if e.params_from else ())
+    ]
     return list(dict.fromkeys(out))
 
 
@@ -85,14 +91,16 @@ def bench_settings(config: dict) -> dict[str, int]:
 
 
 def job_rows(config: dict) -> list[dict[str, Any]]:
-    """The rows as the decoding job takes them (JSON-ready): label, title, paper, decoder params, and where its
-    weights are (`checkpoint`: a trained model directory, with the declared `model` it was trained from)."""
+    """The rows as the decoding job takes them (JSON-ready): label, title, paper, decoder params (and the file of
+    further ones, `params_from`), and where its weights are (`checkpoint`: a trained model directory, with the
+    declared `model` it was trained from)."""
     return [
         {
             "label": e.label,
             "title": e.title,
             "paper": e.paper,
             "params": dict(e.params),
+            "params_from": e.params_from,
             "checkpoint": e.checkpoint,
             "model": e.model,
         }

@@ -28,6 +28,32 @@ def model_dir(config: dict, name: str, results: str = RESULTS) -> str | None:
     return None
 
 
+def declared_layers(config: dict, name: str, results: str = RESULTS) -> tuple[str, int] | None:
+    """(model type, number of decoder layers) of model `name`, when known without loading weights: a tiny model's
+    spec, a fine-tuned model's base, or the `config.json` of a local, prepared (gguf) or locally cached hub
+    checkpoint; None when nothing says it yet (e.g. a GGUF not converted yet), so checks that need it run later."""
+    import json
+    from pathlib import Path
+
+    spec = config["models"][name]
+    source = spec["source"]
+    if source == "tiny":
+        return spec["arch"], int(spec.get("num_layers", 2))
+    if source == FINETUNED:
+        return declared_layers(config, spec["base"], results)
+    if source == "hub":
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(spec["id"], "config.json", revision=spec.get("revision"))
+        path = Path(found) if isinstance(found, str) else None
+    else:
+        path = Path(spec["path"] if source == "local" else model_dir(config, name, results)) / "config.json"
+    if path is None or not path.is_file():
+        return None
+    cfg = json.loads(path.read_text())
+    return str(cfg.get("model_type")), int(cfg["num_hidden_layers"])
+
+
 def base_stamp(config: dict, name: str) -> str | None:
     """For a fine-tuned model: the trajectory hash of its training (its base's stamp included, recursively),
     so a training that starts from it is stamped differently once it is retrained (`launch.trajectory_hash`

@@ -49,7 +49,8 @@ class LeaderboardEntry:
     `label` is the row's file name (unique across papers), `title` what tables and figures show, `params`
     the decoder's parameters with `decoder` (the registry name). `needs`: other files or directories some rule
     writes that the decoder reads through its parameters (e.g. trained draft heads); the leaderboard's jobs wait
-    for them."""
+    for them. `params_from`: a JSON file (`{"params": {...}}`) some rule writes, merged into `params` when the
+    row's job runs (a setting chosen on validation data, e.g. paper 4's τ); the jobs wait for it too."""
 
     paper: str
     label: str
@@ -58,6 +59,7 @@ class LeaderboardEntry:
     checkpoint: str | None = None
     model: str | None = None
     needs: tuple[str, ...] = ()
+    params_from: str | None = None
 
 
 def _nothing(config: dict) -> list:

@@ -110,7 +110,8 @@ def _batch_wall(gens: Iterable[GenerationResult]) -> float:
 
 
 def sample_record(g: GenerationResult, **fields: Any) -> dict:
-    """Per-sample line of `.samples.jsonl`: caller fields (id, category, text, ...) plus the generation."""
+    """Per-sample line of `.samples.jsonl`: caller fields (id, category, text, ...) plus the generation (and the
+    decoder's per-generation `extra`, when it has any: e.g. paper 4's layers touched and measured PLT)."""
     rec = dict(fields)
     rec.update(
         new_tokens=len(g.tokens),
@@ -121,6 +122,8 @@ def sample_record(g: GenerationResult, **fields: Any) -> dict:
         prompt_tokens=g.prompt_tokens,
         tokens=g.tokens,
     )
+    if g.extra:
+        rec["extra"] = g.extra
     return rec
 
 

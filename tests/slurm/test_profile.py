@@ -32,6 +32,9 @@ GPU_RULES = (
     "p1_confidence",
     "p3_decode",
     "p3_alignment",
+    "p4_evaluate",
+    "p4_vanilla",
+    "p4_speed",
 )
 
 

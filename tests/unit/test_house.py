@@ -68,7 +68,7 @@ def test_no_module_over_500_lines():
 def test_registry_loads_every_paper_package():
     papers = registry.papers()
     packaged = sorted(p.name for p in (REPO / "src/mtp_core/papers").iterdir() if (p / "__init__.py").is_file())
-    assert list(papers) == packaged == ["p1", "p3"]
+    assert list(papers) == packaged == ["p1", "p3", "p4"]
     for name, paper in papers.items():
         assert paper.name == name and paper.title
         for cls in paper.decoders:
@@ -89,10 +89,10 @@ def test_a_paper_registers_once():
 
 
 def test_an_enabled_paper_must_be_registered(tmp_path):
-    text = (REPO / "config/tiny.yaml").read_text().replace("p4: {enabled: false}", "p4: {enabled: true}")
+    text = (REPO / "config/tiny.yaml").read_text().replace("p5: {enabled: false}", "p5: {enabled: true}")
     (tmp_path / "c.yaml").write_text(text)
     with pytest.raises(
-        ConfigError, match=r"papers.p4: enabled, but no paper 'p4' is registered \(registered: p1, p3\)"
+        ConfigError, match=r"papers.p5: enabled, but no paper 'p5' is registered \(registered: p1, p3, p4\)"
     ):
         load_config(tmp_path / "c.yaml")
 

@@ -81,14 +81,20 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
         "p1-main-conf-adapt-tau0.9",
         "p3-probing_vocab_mean-bc10",
         "p3-probing_vocab_mean-bc10-guarded",
+        "p4-main-dmtd-tau3",
+        "p4-main-dmtd-selected",
     ]
     p1 = rows[4]
     assert p1.checkpoint == "results/models/p1/main/model" and p1.model == "tiny-qwen3-math"
-    assert rows[-1].params["adaptive"] is True and "adaptive" not in rows[-2].params
-    assert lb.row_inputs(tiny_config) == ["results/models/p1/main/model"]
+    assert rows[-3].params["adaptive"] is True and "adaptive" not in rows[-4].params
+    assert lb.row_inputs(tiny_config) == [
+        "results/models/p1/main/model",
+        "results/models/p4/main/model",
+        "results/analysis/p4/main/selected_tau.json",
+    ]
     assert lb.targets(tiny_config)[0] == "results/tables/leaderboard.csv"
     paths = lb.job_results(tiny_config, "math")
-    assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 8
+    assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 10
     off = copy.deepcopy(tiny_config)
     off["papers"]["p3"]["enabled"] = False
     assert not any(r.paper == "p3" for r in lb.entries(off))

@@ -25,6 +25,8 @@ ROWS = [
     "p1-main-conf-adapt-tau0.9",
     "p3-probing_vocab_mean-bc10",
     "p3-probing_vocab_mean-bc10-guarded",
+    "p4-main-dmtd-tau3",
+    "p4-main-dmtd-selected",
 ]
 
 
@@ -33,7 +35,8 @@ def test_leaderboard_table_and_figure(tiny_run):
     table = pd.read_csv(res / "tables/leaderboard.csv")
     assert list(table["label"]) == ROWS * 2 and list(dict.fromkeys(table["prompt set"])) == ["math", "specbench"]
     lossless = table[table["lossless"] == "yes"]
-    assert set(lossless["label"]) == set(ROWS) - {"p1-main-static-k2", "p1-main-conf-adapt-tau0.9"}
+    lossy = {"p1-main-static-k2", "p1-main-conf-adapt-tau0.9", "p4-main-dmtd-tau3", "p4-main-dmtd-selected"}
+    assert set(lossless["label"]) == set(ROWS) - lossy  # DMTD `add` is lossy at every τ
     assert (lossless["identical to greedy"] == 1.0).all()
     assert (table["tok/s"] > 0).all() and (table["× greedy (modeled)"] > 0).all()
     greedy = table[table["label"] == "greedy"]
@@ -43,6 +46,16 @@ def test_leaderboard_table_and_figure(tiny_run):
     assert re.search(r"\|\s*P1 main, Static k=2\s*\|", (res / "tables/leaderboard.md").read_text())
     assert (res / "figures/leaderboard.png").read_bytes()[:4] == b"\x89PNG"
     assert "Leaderboard" in (res / "report.html").read_text(errors="replace")
+
+
+def test_dmtd_rows_run_at_the_trained_and_the_chosen_tau(tiny_run):
+    res = tiny_run / "results/decode/leaderboard/tiny-qwen3-math/prompts-math"
+    trained = json.loads((res / "p4-main-dmtd-tau3.json").read_text())
+    assert trained["paper"] == "p4" and trained["decoder"]["params"]["tau"] == 3
+    chosen = json.loads((tiny_run / "results/analysis/p4/main/selected_tau.json").read_text())
+    selected = json.loads((res / "p4-main-dmtd-selected.json").read_text())
+    assert selected["decoder"]["params"]["tau"] == chosen["params"]["tau"]
+    assert selected["decoder"]["lossless"] is False  # `add` is not the vanilla function even at τ = 1 (A1)
 
 
 def test_student_rows_run_on_the_trained_checkpoint(tiny_run):

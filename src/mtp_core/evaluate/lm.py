@@ -64,9 +64,11 @@ class MTPLM(LM):
         decoder_params: dict[str, Any] | None = None,
         batch_size: int | str = 1,
         max_gen_toks: int = 256,
+        chat_template_kwargs: dict[str, Any] | None = None,
     ):
         super().__init__()
         self.loaded = loaded
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         if isinstance(decoder, Decoder):
             if decoder_params:
                 raise ValueError("decoder_params apply to a decoder name, not to a decoder instance")
@@ -123,7 +125,7 @@ class MTPLM(LM):
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         return self.tokenizer.apply_chat_template(
-            chat_history, tokenize=False, add_generation_prompt=add_generation_prompt
+            chat_history, tokenize=False, add_generation_prompt=add_generation_prompt, **self.chat_template_kwargs
         )
 
     def get_model_info(self) -> dict[str, Any]:

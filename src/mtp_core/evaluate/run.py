@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class EvalSettings:
     """How a task is run. `apply_chat_template` None follows the model's `chat_template` setting;
-    `max_gen_toks` None keeps the task's own; `num_fewshot` None keeps the task's default."""
+    `max_gen_toks` None keeps the task's own; `num_fewshot` None keeps the task's default;
+    `chat_template_kwargs` go to the tokenizer's chat template (e.g. Qwen3's `{enable_thinking: false}`)."""
 
     limit: int | None = None
     batch_size: int = 8
@@ -41,6 +42,7 @@ class EvalSettings:
     apply_chat_template: bool | None = None
     num_fewshot: int | None = None
     bootstrap_iters: int = 1000
+    chat_template_kwargs: dict[str, Any] | None = None
 
     @classmethod
     def from_config(cls, config: dict, **overrides: Any) -> EvalSettings:
@@ -74,7 +76,13 @@ def run_evaluation(
     chat = loaded.chat_template if settings.apply_chat_template is None else settings.apply_chat_template
     if chat and getattr(loaded.tokenizer, "chat_template", None) is None:
         raise ValueError(f"evaluation.apply_chat_template: model {loaded.name!r} has no chat template")
-    lm = MTPLM(loaded, decoder, decoder_params, batch_size=settings.batch_size)
+    lm = MTPLM(
+        loaded,
+        decoder,
+        decoder_params,
+        batch_size=settings.batch_size,
+        chat_template_kwargs=settings.chat_template_kwargs,
+    )
     gen_kwargs = {"max_gen_toks": settings.max_gen_toks} if settings.max_gen_toks is not None else None
     log.info("evaluating %s on %s with %s (chat template %s)", loaded.name, task, lm.decoder.describe(), chat)
 
@@ -117,6 +125,7 @@ def run_evaluation(
             "max_gen_toks": gen_cfg.get("max_gen_toks", lm.max_gen_toks),
             "until": gen_cfg.get("until"),
             "apply_chat_template": chat,
+            "chat_template_kwargs": settings.chat_template_kwargs,
             "fewshot_as_multiturn": chat,
             "num_fewshot": task_cfg.get("num_fewshot"),
             "bootstrap_iters": settings.bootstrap_iters,

@@ -27,12 +27,17 @@ class LocalTask:
     template: str  # file in TEMPLATE_DIR
     dataset_kind: str | None  # `kind` of the config dataset whose test split the task reads; None: hub data
     fields: tuple[str, ...] = ()  # row fields the prompt and target use
+    includes: tuple[str, ...] = ()  # other templates the YAML includes (materialised beside it)
 
 
 LOCAL_TASKS: dict[str, LocalTask] = {
     "synthetic_math_cot": LocalTask("synthetic_math_cot.yaml", "synthetic_math", ("query", "answer")),
     # paper 1's GSM8K variant (its lm-eval fork): stock 8-shot `gsm8k_cot` with "A: Let's think step by step."
     "gsm8k_cot_singleshot": LocalTask("gsm8k_cot_singleshot.yaml", None),
+    # paper 4's generative multiple-choice tasks (think mode, chain of thought; hub data)
+    "arc_easy_dmtd": LocalTask("arc_easy_dmtd.yaml", None),
+    "arc_challenge_dmtd": LocalTask("arc_challenge_dmtd.yaml", None, includes=("arc_easy_dmtd.yaml",)),
+    "winogrande_dmtd": LocalTask("winogrande_dmtd.yaml", None),
 }
 
 
@@ -70,13 +75,14 @@ def write_task_yaml(task: str, test_path: str | os.PathLike | None, out_dir: str
         raise KeyError(f"{task!r} is not a local task (local: {', '.join(sorted(LOCAL_TASKS))})")
     import lm_eval.tasks
 
-    text = (TEMPLATE_DIR / LOCAL_TASKS[task].template).read_text()
-    text = text.replace(LM_EVAL_TASKS_PLACEHOLDER, str(Path(lm_eval.tasks.__file__).parent))
-    if test_path is not None:
-        text = text.replace(DATA_PLACEHOLDER, json.dumps(str(Path(test_path).resolve())))
     out = Path(out_dir) / LOCAL_TASKS[task].template
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    for name in (*LOCAL_TASKS[task].includes, LOCAL_TASKS[task].template):
+        text = (TEMPLATE_DIR / name).read_text()
+        text = text.replace(LM_EVAL_TASKS_PLACEHOLDER, str(Path(lm_eval.tasks.__file__).parent))
+        if test_path is not None:
+            text = text.replace(DATA_PLACEHOLDER, json.dumps(str(Path(test_path).resolve())))
+        (out.parent / name).write_text(text)
     return out
 
 

@@ -132,21 +132,37 @@ class SFTBatches:
         return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
 
 
-def sft_loss(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
-    """Mean next-token CE over the supervised tokens, and their count. Logits only from the first position
-    whose next token is supervised (`logits_to_keep` as an index range)."""
+@dataclass(frozen=True)
+class ResponseLogits:
+    """The logits a next-token loss reads: columns `first ..` T-2 of the micro-batch (`first`: the first column
+    whose next token is supervised in some row), their `targets` (ids, -100 where unsupervised) and `supervised`."""
+
+    logits: torch.Tensor
+    targets: torch.Tensor
+    supervised: torch.Tensor
+    first: int
+
+
+def response_logits(model: Any, batch: dict[str, torch.Tensor]) -> ResponseLogits:
+    """The model's logits from the first position whose next token is supervised on (`logits_to_keep` as an
+    index range)."""
     targets = batch["labels"][:, 1:]
     supervised = targets != IGNORE
-    n = int(supervised.sum())
-    if n == 0:
+    if not bool(supervised.any()):
         raise ValueError("a micro-batch without supervised tokens (every response truncated away?)")
     first = int(supervised.any(0).nonzero()[0])
     keep = torch.arange(first, targets.shape[1], device=targets.device)
     logits = model(
         input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False, logits_to_keep=keep
     ).logits
-    ce = token_cross_entropy(logits, targets[:, first:].clamp(min=0))
-    return ce[supervised[:, first:]].mean(), n
+    return ResponseLogits(logits, targets[:, first:], supervised[:, first:], first)
+
+
+def sft_loss(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """Mean next-token CE over the supervised tokens, and their count (`response_logits`)."""
+    out = response_logits(model, batch)
+    ce = token_cross_entropy(out.logits, out.targets.clamp(min=0))
+    return ce[out.supervised].mean(), int(out.supervised.sum())
 
 
 class SFTStep:

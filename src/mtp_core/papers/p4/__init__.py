@@ -1,0 +1,31 @@
+"""Paper 4, "Direct Multi-Token Decoding" (papers/04_direct_multi_token_decoding.txt): the late layers of a decoder
+emit several tokens per cycle after one full-depth pass; trained with cyclical masking (§2.1), decoded with
+cyclical KV refilling (§2.2), measured by the Percentage of Layers per Token (Eq. 7).
+
+Modules: `cyclic` (the schedule: Eq. 3's mask, the decoding schedule, cycle offsets, PLT), `split` (the E/T/D split,
+Eq. 4, the forward hooks that make the model's own forward compute Eqs. 1-5), `train` (the step, data and the
+launcher method `p4`), `decoder` (the `dmtd` decoder), `teacher_forced` (held-out quality per cycle offset),
+`speed` (random prompts, layer costs, modeled speed-up), `plan` (config section -> runs, jobs, result files,
+table layouts), `checks` (the config's cross-references, before any job), `jobs` (the workflow jobs' bodies), `report` (Tables 1-5, Figures 4-5, the leaderboard's τ choice).
+"""
+
+from ...registry import Method, Paper
+from . import checks, plan
+from .decoder import DMTDDecoder
+
+PAPER = Paper(
+    name="p4",
+    title="Direct multi-token decoding",
+    check=checks.check,
+    targets=plan.all_targets,
+    leaderboard=plan.leaderboard_entries,
+    methods=(
+        Method(
+            "p4",
+            "mtp_core.papers.p4.train:launch_entry",
+            "mtp_core.papers.p4.train:launch_check",
+            "mtp_core.papers.p4.plan:from_config",
+        ),
+    ),
+    decoders=(DMTDDecoder,),
+)

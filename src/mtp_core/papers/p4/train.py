@@ -1,0 +1,234 @@
+"""Paper 4's training (§2.1, §3.1): parallel training with cyclical masking, as a step of the one training loop.
+
+A DMTD step *is* the fine-tune's step (`train.sft`: rows rendered with the model's template, response-only loss by
+default, right-padded micro-batches) run inside `split.dmtd_hooks`: the model's own forward computes Eqs. 1-5 and
+the loss is the plain next-token CE of Eq. 6. One pass trains every execution path (late-only steps at offsets
+1..τ-1, the cycle start at offset 0); gradients reach the thinking layers only through M = 1 columns; the FLOPs are
+those of one vanilla step.
+
+Resolved choices (spec §1.6): M from the row's column index (A2, the official `arange(seq_len) % mtp_horizon`,
+`phase: row`; `phase: random` draws a per-row offset from (seed, step, micro-batch), mimicking packing, so every
+phase is trained); all parameters trained (A4, `train_embeddings: true`; `false` freezes the embeddings and LM head
+as the official `sft.py`); loss on the response (A5, `loss_on`); rows beyond `max_tokens` truncated or, as the
+official exporter, dropped (A6, `overlong`); `gradient_checkpointing` non-reentrant (the official sft.py's).
+
+The checkpoint records `config.dmtd = {encoding_layers, decoding_layers, combine, cycle, version}` and loads with
+plain `AutoModelForCausalLM` (no remote code); the `dmtd` decoder reads its defaults from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ... import layers as L
+from ...config import section_keys
+from ...data.rows import resolve_template
+from ...losses import token_cross_entropy
+from ...train.config import TrainConfig
+from ...train.launch.methods import check_model_data_train, load_model_and_rows
+from ...train.loop import StepContext, StepOutput, TrainResult, train
+from ...train.sft import SFTBatches, SFTConfig, SFTStep, encode_rows, response_logits
+from .cyclic import training_mask, training_offsets
+from .split import CONFIG_KEY, DMTDSpec, dmtd_hooks
+
+log = logging.getLogger(__name__)
+PHASES = ("row", "random")
+OVERLONG = ("truncate", "drop")
+
+
+@dataclass(frozen=True)
+class DMTDConfig(SFTConfig):
+    """Paper 4's method settings (config `papers.p4.method`): the SFT data settings (`max_tokens`, `template`,
+    `loss_on`, `shuffle`, `seed`) plus the split (`encoding_layers`, `decoding_layers`, `combine`), the training
+    τ `cycle`, `phase` (row | random), `overlong` (truncate | drop), `train_embeddings` and
+    `gradient_checkpointing` (module docstring)."""
+
+    encoding_layers: int = 0
+    decoding_layers: int = 8
+    cycle: int = 3
+    combine: str = "add"
+    phase: str = "row"
+    overlong: str = "truncate"
+    train_embeddings: bool = True
+    gradient_checkpointing: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.cycle < 1:
+            raise ValueError(f"cycle (τ) must be >= 1, got {self.cycle}")
+        if self.phase not in PHASES:
+            raise ValueError(f"phase: {self.phase!r} is not one of {', '.join(PHASES)}")
+        if self.overlong not in OVERLONG:
+            raise ValueError(f"overlong: {self.overlong!r} is not one of {', '.join(OVERLONG)}")
+        self.spec  # noqa: B018  (the split's own checks)
+
+    @property
+    def spec(self) -> DMTDSpec:
+        return DMTDSpec(self.encoding_layers, self.decoding_layers, self.combine)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> DMTDConfig:
+        return cls(**section_keys(cls, d, "p4.method"))
+
+
+def encode_p4_rows(rows: Sequence[dict], tokenizer: Any, cfg: DMTDConfig, template: str) -> list[tuple[list[int], int]]:
+    """`train.sft.encode_rows` under the `overlong` policy: truncate to `max_tokens`, or drop longer rows (counted)."""
+    if cfg.overlong == "truncate":
+        return encode_rows(rows, tokenizer, cfg, template)
+    whole = encode_rows(rows, tokenizer, replace(cfg, max_tokens=sys.maxsize), template)
+    kept = [(ids, start) for ids, start in whole if len(ids) <= cfg.max_tokens]
+    if len(kept) < len(whole):
+        log.warning(
+            "P4 data: %d of %d row(s) longer than max_tokens %d dropped",
+            len(whole) - len(kept),
+            len(whole),
+            cfg.max_tokens,
+        )
+    if not kept:
+        raise ValueError(f"p4: no row fits max_tokens {cfg.max_tokens} (overlong: drop)")
+    return kept
+
+
+def metric_names(cycle: int) -> tuple[str, ...]:
+    """The step's CSV columns: supervised tokens, then CE and top-1 accuracy by cycle offset j = 0..τ-1."""
+    return ("sft_tokens", *(f"ce@{j}" for j in range(cycle)), *(f"acc@{j}" for j in range(cycle)))
+
+
+class P4Step(SFTStep):
+    """The DMTD step: the SFT loss with the cyclical mask M inside the model's forward, and per-offset metrics from
+    the same logits."""
+
+    def __init__(self, tokenizer: Any, cfg: DMTDConfig):
+        super().__init__(tokenizer)
+        self.cfg, self.spec = cfg, cfg.spec
+        self.metric_names = metric_names(cfg.cycle)
+
+    def row_offsets(self, rows: int, step: int, chunk: int) -> torch.Tensor | None:
+        """Per-row phase offsets of micro-batch (step, chunk) under `phase: random` (None under `phase: row`): a pure
+        function of (seed, step, chunk), so a resumed run draws what an uninterrupted one drew."""
+        if self.cfg.phase == "row":
+            return None
+        rng = np.random.default_rng([self.cfg.seed, step, chunk])
+        return torch.from_numpy(rng.integers(0, self.cfg.cycle, size=rows))
+
+    def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], ctx: StepContext) -> StepOutput:
+        ids = batch["input_ids"]
+        rows, width = ids.shape
+        offsets = self.row_offsets(rows, ctx.step, ctx.chunk)
+        m = training_mask(width, self.cfg.cycle, offsets).to(ids.device)
+        with dmtd_hooks(model, self.spec, m):
+            out = response_logits(model, batch)
+        ce = token_cross_entropy(out.logits, out.targets.clamp(min=0))
+        sup = out.supervised
+        metrics: dict[str, Any] = {"sft_tokens": (float(sup.sum()), 1.0)}
+        with torch.no_grad():
+            hit = (out.logits.argmax(-1) == out.targets) & sup
+            j_of = training_offsets(width, self.cfg.cycle, offsets).to(ids.device)
+            j_of = j_of.expand(rows, -1)[:, out.first : width - 1]
+            for j in range(self.cfg.cycle):
+                sel = sup & (j_of == j)
+                n = float(sel.sum())
+                metrics[f"ce@{j}"] = (ce.detach()[sel].sum(), n)
+                metrics[f"acc@{j}"] = (hit[sel].sum().float(), n)
+        return StepOutput(
+            loss=ce[sup].mean(), weight=float(sup.sum()), metrics=metrics, tokens=int(batch["attention_mask"].sum())
+        )
+
+
+def prepare_model(model: torch.nn.Module, cfg: DMTDConfig) -> None:
+    """Check the split against the model, record it in `config.dmtd` (every export carries it), freeze the
+    embeddings and head unless `train_embeddings`, and turn on non-reentrant gradient checkpointing if asked."""
+    L.check_supported(model)
+    try:
+        cfg.spec.check(L.num_layers(model))
+    except ValueError as e:
+        raise ValueError(f"p4.method: {e}") from None
+    setattr(model.config, CONFIG_KEY, cfg.spec.as_config(cfg.cycle))
+    if not cfg.train_embeddings:
+        model.get_input_embeddings().requires_grad_(False)
+        model.get_output_embeddings().requires_grad_(False)
+    if cfg.gradient_checkpointing:
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers 5.24; the older name before
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def train_p4(
+    loaded: Any,
+    rows: Sequence[dict],
+    p4_cfg: DMTDConfig | dict,
+    train_cfg: TrainConfig | dict,
+    out_dir: str | os.PathLike,
+    *,
+    device: str | torch.device | None = None,
+    dist: Any = None,
+    callbacks: Sequence[Any] = (),
+) -> TrainResult:
+    """Train `loaded.model` (its base weights) with DMTD on (query, response) rows; resumes from
+    `out_dir/checkpoints`; the final model (with `config.dmtd`) in `out_dir/model`."""
+    cfg = p4_cfg if isinstance(p4_cfg, DMTDConfig) else DMTDConfig.from_dict(p4_cfg)
+    tc = train_cfg if isinstance(train_cfg, TrainConfig) else TrainConfig.from_dict(train_cfg)
+    model, tok = loaded.model, loaded.tokenizer
+    prepare_model(model, cfg)
+    template = resolve_template(cfg.template, loaded.chat_template)
+    examples = encode_p4_rows(rows, tok, cfg, template)
+    log.info(
+        "P4 data: %d rows, template %s, loss on %s; split %s, training τ %d, combine %s, phase %s",
+        len(examples),
+        template,
+        cfg.loss_on,
+        cfg.spec.name,
+        cfg.cycle,
+        cfg.combine,
+        cfg.phase,
+    )
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
+    return train(
+        P4Step(tok, cfg),
+        model,
+        SFTBatches(examples, pad_id, cfg),
+        tc,
+        out_dir,
+        dist=dist,
+        device=device,
+        callbacks=callbacks,
+    )
+
+
+# -------------------------------------------------------------------------------------- launcher method `p4`
+
+P4_KEYS = ("p4",)
+
+
+def launch_check(settings: dict) -> dict:
+    """Settings of method `p4` (`plan.run_settings`): those of `launch.methods.check_model_data_train` and `p4`
+    (DMTDConfig keys)."""
+    out = check_model_data_train(settings, P4_KEYS, "p4 settings")
+    DMTDConfig.from_dict(settings.get("p4"))
+    return out
+
+
+def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
+    """In the job: load the base model and rows, then `train_p4` (resumes from `run_dir/checkpoints`)."""
+    loaded, rows = load_model_and_rows(settings)
+    return train_p4(
+        loaded,
+        rows,
+        settings.get("p4") or {},
+        settings["train"],
+        run_dir,
+        device=device,
+        dist=dist,
+        callbacks=callbacks,
+    )

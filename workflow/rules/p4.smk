@@ -1,0 +1,198 @@
+# Paper 4: Direct Multi-Token Decoding (papers/04_direct_multi_token_decoding.txt). Trainings with cyclical masking
+# (the main E0D8 MTD3 and the runs of Tables 1, 2, 4), one evaluation job per label and τ (teacher-forced scores per
+# cycle offset on the held-out split and every lm-eval task), the speed job (Table 3, Fig. 4),
+# the leaderboard's τ choice, Tables 1-5 and Figures 4-5. Every name comes from `mtp_core.papers.p4.plan` through
+# the helpers in p4_helpers.smk.
+#   snakemake -c2 results/tables/p4/table5.csv     one table (trains and evaluates what it shows)
+#   snakemake -c2 p4_mtd4                          one run: its training and every evaluation a table reads
+
+
+include: "p4_helpers.smk"
+
+
+# Training through the submitit launcher (as paper 1's): declared outputs are only the launcher's record and the
+# final model, so a killed job's resumable states (checkpoints/) survive.
+rule p4_train:
+    input:
+        unpack(p4_train_inputs),
+    output:
+        record=p4_train_record("{run}"),
+        model=directory(p4_final_model("{run}")),
+    params:
+        settings=p4_train_settings,
+        run_dir=lambda wc: p4plan.run_dir(wc.run),
+        python=PYTHON,
+    wildcard_constraints:
+        run=wildcard_choice(p4_runs()),
+    log:
+        f"{LOGS}/p4/train/{{run}}.log",
+    benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
+        f"{RESULTS}/benchmarks/p4/train/{{run}}.tsv"
+    localrule: True
+    resources:
+        submitit_jobs=1,
+        launcher=p4_launcher,
+    shell:
+        "{params.python} -m mtp_core.cli train --method p4 --output {output.record} --run-dir {params.run_dir}"
+        " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
+
+
+# Evaluation: one job per (label, τ) (and one per start model, "Vanilla"): the model loads once, then the
+# teacher-forced scores on the held-out split and every task; uniform outputs, so that the slurm profile can give
+# the rule a GPU and paper scale runs the settings in parallel.
+rule p4_evaluate:
+    input:
+        unpack(p4_eval_inputs),
+    output:
+        results=p4_eval_outputs("{label}", "{tau}"),
+    params:
+        spec=p4_eval_params,
+    wildcard_constraints:
+        label=wildcard_choice([lab for lab in P4_LABELS if p4plan.parse_label(config, lab)[0] != "vanilla"]),
+        tau=r"\d+",
+    log:
+        f"{LOGS}/p4/evaluate/{{label}}/tau{{tau}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/p4/evaluate/{{label}}/tau{{tau}}.tsv"
+    threads: config["threads"]
+    script:
+        "../scripts/p4_evaluate.py"
+
+
+rule p4_vanilla:
+    input:
+        unpack(p4_eval_inputs),
+    output:
+        results=p4_eval_outputs("{model}@step0", None),
+    params:
+        spec=p4_eval_params,
+    wildcard_constraints:
+        model=wildcard_choice(sorted({p4plan.label_model(config, lab) for lab in P4_LABELS})),
+    log:
+        f"{LOGS}/p4/evaluate/{{model}}@step0.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/p4/evaluate/{{model}}@step0.tsv"
+    threads: config["threads"]
+    script:
+        "../scripts/p4_evaluate.py"
+
+
+# Table 3 / Figure 4: random prompts, greedy and dmtd at each τ side by side per batch size (bench protocol), and
+# the measured layer costs (modeled speed-up).
+if P4 and p4plan.speed_run(config):
+
+    rule p4_speed:
+        input:
+            weights=p4_final_model(p4plan.speed_run(config)),
+        output:
+            results=p4_speed_outputs(),
+            layer_costs=p4_layer_cost_files(),
+        params:
+            spec=p4_speed_params(),
+        log:
+            f"{LOGS}/p4/speed.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/p4/speed.tsv"
+        threads: config["threads"]
+        script:
+            "../scripts/p4_speed.py"
+
+
+# The leaderboard's second row: the fastest τ keeping the retention threshold on the held-out split.
+if P4 and p4plan.leaderboard_spec(config).get("run") and p4plan.leaderboard_spec(config).get("selected", True):
+
+    rule p4_select_tau:
+        input:
+            p4_select_params(p4plan.leaderboard_spec(config)["run"])["files"],
+        output:
+            p4plan.selected_tau_path(p4plan.leaderboard_spec(config)["run"]),
+        params:
+            spec=p4_select_params(p4plan.leaderboard_spec(config)["run"]),
+        log:
+            f"{LOGS}/p4/select_tau.log",
+        localrule: True
+        script:
+            "../scripts/p4_select_tau.py"
+
+
+rule p4_table:
+    input:
+        results=p4_table_inputs,
+    output:
+        csv=report(
+            f"{RESULTS}/tables/p4/{{table}}.csv",
+            caption="../report/p4_tables.rst",
+            category="Paper 4",
+            subcategory="Tables",
+        ),
+        md=f"{RESULTS}/tables/p4/{{table}}.md",
+    params:
+        spec=lambda wc: p4_table_params(wc.table),
+    wildcard_constraints:
+        table=wildcard_choice(p4plan.TABLES),
+    log:
+        f"{LOGS}/tables/p4_{{table}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/p4/tables/{{table}}.tsv"
+    localrule: True
+    script:
+        "../scripts/p4_table.py"
+
+
+rule p4_figure4:
+    input:
+        results=p4_speed_outputs(),
+        layer_costs=p4_layer_cost_files(),
+    output:
+        png=report(
+            f"{RESULTS}/figures/p4/fig4.png",
+            caption="../report/p4_figures.rst",
+            category="Paper 4",
+            subcategory="Figures",
+        ),
+        pdf=f"{RESULTS}/figures/p4/fig4.pdf",
+    params:
+        kind="fig4",
+        spec=p4_speed_params(),
+    log:
+        f"{LOGS}/figures/p4_fig4.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/p4/figures/fig4.tsv"
+    localrule: True
+    script:
+        "../scripts/p4_figure.py"
+
+
+rule p4_figure5:
+    input:
+        records=p4_fig5_inputs(),
+    output:
+        png=report(
+            f"{RESULTS}/figures/p4/fig5.png",
+            caption="../report/p4_figures.rst",
+            category="Paper 4",
+            subcategory="Figures",
+        ),
+        pdf=f"{RESULTS}/figures/p4/fig5.pdf",
+        fit=p4plan.fig5_fit_path(),
+    params:
+        kind="fig5",
+        spec=p4_fig5_params(),
+    log:
+        f"{LOGS}/figures/p4_fig5.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/p4/figures/fig5.tsv"
+    localrule: True
+    script:
+        "../scripts/p4_figure.py"
+
+
+# One named target per run, e.g. `snakemake -c2 p4_mtd4`: its training and every evaluation a table reads.
+for _run in p4_runs():
+
+    rule:
+        name:
+            f"p4_{_run}"
+        input:
+            p4_run_results(_run),
+        localrule: True
