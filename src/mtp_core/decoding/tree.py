@@ -507,6 +507,10 @@ class TreeDecoder(Decoder):
     def start(self, state: TreeState) -> None:
         """Hook called once per batch after the prefill (initialise `state.data`)."""
 
+    def verified(self, state: TreeState) -> None:
+        """Hook called after every verification forward, `state.last` holding its result, before finished rows
+        are pruned (e.g. to record what every row saw, its last step included)."""
+
     def row_extra(self, n: int) -> dict[str, list[Any]]:
         """Hook called once per batch at the end: per-row values (lists of `n`, in prompt order) added to each
         result's `extra` (e.g. a scheduler's tree choice per step)."""
@@ -614,6 +618,7 @@ class TreeDecoder(Decoder):
             if self.needs_hidden:
                 rows = torch.arange(ctx.batch_size, device=device)
                 state.last_hidden = res.hidden[rows, res.num_accepted]
+            self.verified(state)
         t2 = time.perf_counter()
         extra = {"drafted": drafted, "chunk_rows": chunk_rows, **self.row_extra(n)}
         return tracker.results(prompts, accepted, (t0, t1, t2), extra)
