@@ -37,9 +37,9 @@ def threshold(p: list[float], eps: float = 0.09, alpha: float = 0.3) -> float:
 def test_typical_thresholds_by_hand():
     # the spec's hand computations: H([.5, .3, .2]) = 1.0296 -> 0.09; H([.96, .02, .02]) = 0.1956 -> 0.09;
     # uniform over 4 -> 0.0750
-    assert threshold([0.5, 0.3, 0.2]) == 0.09 and -sum(x * math.log(x + 1e-5) for x in [0.5, 0.3, 0.2]) == pytest.approx(
-        1.0296, abs=1e-4
-    )
+    assert threshold([0.5, 0.3, 0.2]) == 0.09 and -sum(
+        x * math.log(x + 1e-5) for x in [0.5, 0.3, 0.2]
+    ) == pytest.approx(1.0296, abs=1e-4)
     assert threshold([0.96, 0.02, 0.02]) == 0.09
     assert threshold([0.25] * 4) == pytest.approx(0.0750, abs=1e-4)
 

@@ -477,7 +477,14 @@ class TreeDecoder(Decoder):
     """
 
     lossless = True
-    PARAMS = ("prune_finished", "pad_small_chunks", "acceptance", "temperature", "posterior_threshold", "posterior_alpha")
+    PARAMS = (
+        "prune_finished",
+        "pad_small_chunks",
+        "acceptance",
+        "temperature",
+        "posterior_threshold",
+        "posterior_alpha",
+    )
     needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
     needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
     needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden after the prefill

@@ -113,12 +113,13 @@ class HydraStep:
         chain = (0, *chain_nodes(buffers.paths))
         self.level_top1 = []
         for d, lv in enumerate(buffers.levels, start=1):
-            if lv.parents.numel() == 1 and int(lv.parents[0]) == chain[d - 1] and len(self.chain_logits) >= d:
+            anchor = chain[d - 1] if d - 1 < len(chain) else -1  # the chain's node at depth d-1, if in the tree
+            if lv.parents.numel() == 1 and int(lv.parents[0]) == anchor and len(self.chain_logits) >= d:
                 logits = self.chain_logits[d - 1][:, None]  # the chain's own call
             else:
                 paths = buffers.node_paths[lv.parents, :d]  # [P, d]: root .. parent
                 logits = self._call(d - 1, tok[:, paths])
-            at_chain = (lv.parents == chain[d - 1]).nonzero() if d - 1 < len(chain) else []
+            at_chain = (lv.parents == anchor).nonzero()
             self.level_top1.append(_top1(logits[:, int(at_chain[0])]) if len(at_chain) else None)
             ids = logits.topk(lv.k, dim=-1).indices  # [B, P, k]
             tok[:, lv.children] = self.heads.out.token_ids(ids[:, lv.parent_row, lv.ranks])

@@ -111,7 +111,9 @@ class Policy:
             if tau_on is None or tau_off is None:
                 raise ValueError("binary_tau needs tau_on and tau_off")
             if tau_off > tau_on:
-                raise ValueError(f"binary_tau: tau_off {tau_off} > tau_on {tau_on} (hysteresis needs tau_off <= tau_on)")
+                raise ValueError(
+                    f"binary_tau: tau_off {tau_off} > tau_on {tau_on} (hysteresis needs tau_off <= tau_on)"
+                )
         self.tau_on, self.tau_off = tau_on, tau_off
         self.thresholds = list(thresholds) if thresholds is not None else ladder_thresholds(len(self.trees))
         if kind == "threshold_ladder" and len(self.thresholds) != len(self.trees) - 1:

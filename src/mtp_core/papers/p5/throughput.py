@@ -88,29 +88,30 @@ def _median_time(fn, reps: int) -> float:
     return statistics.median(times)
 
 
+def measure_verify(model: torch.nn.Module, prompt: Sequence[int], max_rows: int = 64, reps: int = 5) -> StepPrices:
+    """Prices of verification forwards by chunk rows on the cache of `prompt` (`cost.calibrate_on_prompt`)."""
+    cost: CostModel = calibrate_on_prompt(model, prompt, max_rows=max_rows, reps=reps)
+    return StepPrices(verify_rows=[int(r) for r in cost.rows], verify_seconds=[float(c) for c in cost.cost])
+
+
 @torch.inference_mode()
-def measure_prices(
+def measure_drafting(
+    prices: StepPrices,
     model: torch.nn.Module,
     heads: DraftHeads,
     prompt: Sequence[int],
     trees: Mapping[str, Paths],
     chain_depth: int,
-    prefill_prompts: Sequence[Sequence[int]],
-    max_rows: int = 64,
     reps: int = 5,
-) -> StepPrices:
-    """Prices of the trees' steps on this machine (module docstring), measured on the cache of `prompt`."""
-    cost: CostModel = calibrate_on_prompt(model, prompt, max_rows=max_rows, reps=reps)
+) -> None:
+    """Add the drafting prices of `trees` (and the chain of `chain_depth`, the prefix update) to `prices`,
+    timed on the state right after the prefill of `prompt` (median of `reps`)."""
     dev = next(model.parameters()).device
     ids = torch.tensor([list(prompt)], device=dev)
     out = model(input_ids=ids, output_hidden_states=True)
-    h_all = out.hidden_states[-1]
-    root = out.logits[:, -1].argmax(-1)
-    prices = StepPrices(
-        verify_rows=[int(r) for r in cost.rows], verify_seconds=[float(c) for c in cost.cost], chain_depth=chain_depth
-    )
-    hydra = isinstance(heads, HydraHeads)
-    if hydra:
+    h_all, root = out.hidden_states[-1], out.logits[:, -1].argmax(-1)
+    prices.chain_depth = chain_depth
+    if isinstance(heads, HydraHeads):
         cache = heads.new_prefix_cache()
         pos = torch.arange(ids.shape[1], device=dev)[None]
         e = heads.prefix_forward(h_all, pos, None, cache)[:, -1]
@@ -139,26 +140,33 @@ def measure_prices(
         buffers = tree_buffers(paths)
         prices.draft[tid] = _median_time(lambda b=buffers: new_step().propose(b), reps)
         if chain_depth:
-            pre = [new_step() for _ in range(max(1, reps))]
-            for s in pre:
-                s.chain(chain_depth)
             times = []
-            for s in pre:
+            for _ in range(max(1, reps)):
+                s = new_step()
+                s.chain(chain_depth)
                 t0 = time.perf_counter()
                 s.propose(buffers)
                 times.append(time.perf_counter() - t0)
             prices.draft_after_chain[tid] = statistics.median(times)
-    for p in prefill_prompts:
+
+
+@torch.inference_mode()
+def measure_prefill(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) -> list[float]:
+    """Seconds of each prompt's prefill (one timed forward each, on a warm model: the calibration ran before)."""
+    dev = next(model.parameters()).device
+    out = []
+    for p in prompts:
         x = torch.tensor([list(p)], device=dev)
-        prices.prefill.append(_median_time(lambda x=x: model(input_ids=x, logits_to_keep=1), 1))
-    return prices
+        out.append(_median_time(lambda x=x: model(input_ids=x, logits_to_keep=1), 1))
+    return out
 
 
 # ------------------------------------------------------------------------------------------- pricing
 
 
-def decode_seconds(prices: StepPrices, trees: Sequence[str], paths: Mapping[str, Paths], accepts: Sequence[int],
-                   scored: Sequence[bool]) -> float:
+def decode_seconds(
+    prices: StepPrices, trees: Sequence[str], paths: Mapping[str, Paths], accepts: Sequence[int], scored: Sequence[bool]
+) -> float:
     """Seconds of one decode's steps: per step the verification of its tree, its drafting (after the score's
     chain on steps that read a score) and the prefix update of the previous step's accepted rows."""
     total = 0.0
@@ -177,8 +185,9 @@ def greedy_seconds(prices: StepPrices, table: Sequence[PromptTable]) -> float:
     return float(sum(prices.prefill) + sum((t.n - 1) * prices.one_row for t in table))
 
 
-def static_rollout_seconds(prices: StepPrices, states: States, table: Sequence[PromptTable], tid: str,
-                           paths: Paths) -> tuple[float, Any]:
+def static_rollout_seconds(
+    prices: StepPrices, states: States, table: Sequence[PromptTable], tid: str, paths: Paths
+) -> tuple[float, Any]:
     roll = simulate(states, paths)
     secs = sum(prices.prefill)
     for acc in roll.accepts:
@@ -186,8 +195,14 @@ def static_rollout_seconds(prices: StepPrices, states: States, table: Sequence[P
     return secs, roll
 
 
-def throughput_row(prices: StepPrices, states: States, table: Sequence[PromptTable], tid: str, paths: Paths,
-                   extra: Mapping[str, Any] | None = None) -> dict:
+def throughput_row(
+    prices: StepPrices,
+    states: States,
+    table: Sequence[PromptTable],
+    tid: str,
+    paths: Paths,
+    extra: Mapping[str, Any] | None = None,
+) -> dict:
     secs, roll = static_rollout_seconds(prices, states, table, tid, paths)
     tokens = int(sum(t.n for t in table))
     steps = roll.n_steps
@@ -217,8 +232,11 @@ def candidate_trees(self_rows: Sequence[dict], mode: str = "per-depth-frontier")
     elif mode == "global-frontier":
         chosen = pareto(searched, "self")
     else:
-        chosen = [r for d in sorted({r["depth"] for r in searched}) for r in
-                  pareto([x for x in searched if x["depth"] == d], "self")]
+        chosen = [
+            r
+            for d in sorted({r["depth"] for r in searched})
+            for r in pareto([x for x in searched if x["depth"] == d], "self")
+        ]
     return extra + list({r["id"]: r for r in chosen}.values())
 
 
@@ -291,11 +309,18 @@ def tau_sweep(
     rows = []
     for tau in taus:
         for f in hysteresis:
-            pol = Policy("binary_tau", list(bank), conservative=small, aggressive=big, tau_on=tau,
-                         tau_off=tau * f, period=period)
+            pol = Policy(
+                "binary_tau", list(bank), conservative=small, aggressive=big, tau_on=tau, tau_off=tau * f, period=period
+            )
             r = policy_rollout(table, states, bank, pol, feature, prices)
-            rows.append({"tau_on": tau, "tau_off": tau * f, "hysteresis": f, **{k: r[k] for k in
-                        ("modeled_tokens_per_s", "modeled_speedup_vs_greedy", "mean_accept", "share")}})
+            rows.append(
+                {
+                    "tau_on": tau,
+                    "tau_off": tau * f,
+                    "hysteresis": f,
+                    **{k: r[k] for k in ("modeled_tokens_per_s", "modeled_speedup_vs_greedy", "mean_accept", "share")},
+                }
+            )
     order = sorted(range(len(rows)), key=lambda i: (-rows[i]["modeled_tokens_per_s"], i))
     return [rows[i] for i in order]
 

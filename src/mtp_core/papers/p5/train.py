@@ -110,7 +110,9 @@ def holdout_rows(data: SelfDistillData, fraction: float, seed: int) -> list[int]
     return held
 
 
-def draft_vocabulary(data: SelfDistillData, rows: Sequence[int], size: int, vocab: int, eos: Sequence[int]) -> list[int]:
+def draft_vocabulary(
+    data: SelfDistillData, rows: Sequence[int], size: int, vocab: int, eos: Sequence[int]
+) -> list[int]:
     """The `size` most frequent answer tokens of `rows` (ties by id, then unused ids by id), EOS ids first."""
     counts = np.zeros(vocab, dtype=np.int64)
     for i in rows:
@@ -211,7 +213,9 @@ class HeadsObjective(nn.Module):
                 loss = -(q * logp).sum(-1).mean()
             else:
                 inside = target >= 0
-                loss = torch.nn.functional.nll_loss(logp[inside], target[inside]) if bool(inside.any()) else logp.sum() * 0
+                loss = (
+                    torch.nn.functional.nll_loss(logp[inside], target[inside]) if bool(inside.any()) else logp.sum() * 0
+                )
             total = total + w * loss
             with torch.no_grad():
                 best = logp.topk(min(topk, logp.shape[-1]), dim=-1).indices
