@@ -53,12 +53,12 @@ def world() -> World:
     write_selfdistill(root / "sd", [{"id": f"p{i}", "task": "toy"} for i in range(len(trajs))], trajs, "tiny-llama")
     data = SelfDistillData.read(root / "sd")
     heads = {}
-    for name, arch, steps, extra in (
-        ("medusa", "medusa", 40, {}),
-        ("hydra", "hydra", 8, {}),
-        ("hydra_plain", "hydra", 8, {"prefix": False}),
+    for name, arch, k, steps, extra in (
+        ("medusa", "medusa", 4, 40, {}),  # 4 deep: the published mc_sim_7b_63 tree
+        ("hydra", "hydra", 3, 8, {}),
+        ("hydra_plain", "hydra", 3, 8, {"prefix": False}),
     ):
-        cfg = HeadsTrainConfig(arch=arch, num_heads=3, num_layers=1, holdout=0.0, loss="hard", **extra)
+        cfg = HeadsTrainConfig(arch=arch, num_heads=k, num_layers=1, holdout=0.0, loss="hard", **extra)
         tc = TrainConfig(
             max_steps=steps,
             global_batch_size=4,
