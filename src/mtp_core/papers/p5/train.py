@@ -291,7 +291,9 @@ def train_heads(
     """Train fresh heads on the frozen `trunk` (module docstring); returns the loop's result with
     `heads_accuracy` (held-out rows) and `draft_vocab_coverage`."""
     trunk.eval().requires_grad_(False)
-    heads = ARCHS[cfg.arch].for_trunk(trunk, **cfg.module_config())
+    with torch.random.fork_rng():  # the heads' initial weights are a function of the seed
+        torch.manual_seed(cfg.seed)
+        heads = ARCHS[cfg.arch].for_trunk(trunk, **cfg.module_config())
     held = holdout_rows(data, cfg.holdout, cfg.seed)
     rows = [i for i in range(len(data)) if i not in set(held)]
     extra: dict[str, Any] = {"rows": len(rows), "holdout_rows": len(held), "loss": cfg.loss}
