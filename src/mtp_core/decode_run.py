@@ -54,12 +54,15 @@ def decode_prompt_set(
     models: Mapping[str, LoadedModel] | None = None,
     papers: Mapping[str, str] | None = None,
     modeled: bool = False,
+    sample_extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Benchmark `decoders` side by side on `rows` and write `outputs[i]` for the i-th decoder.
 
     `models[name]`: a decoder's own weights (trained from `loaded`); `papers[name]`: the paper a decoder's row
-    belongs to (default `paper`); `modeled`: add the modeled speedup. Tokens/s in each result is the bench
-    median over repeats; acceptance statistics come from the generations. Returns the bench summary.
+    belongs to (default `paper`); `modeled`: add the modeled speedup; `sample_extra`: keys of a generation's
+    `extra` copied into its sample record where present (e.g. a scheduler's tree per step). Tokens/s in each
+    result is the bench median over repeats; acceptance statistics come from the generations. Returns the bench
+    summary.
     """
     if len(outputs) != len(decoders):
         raise ValueError(f"{len(decoders)} decoders but {len(outputs)} output paths")
@@ -96,7 +99,10 @@ def decode_prompt_set(
         texts = [loaded.tokenizer.decode(g.tokens, skip_special_tokens=True) for g in gens[name]]
         acc = accuracy(texts, rows)
         samples = [
-            sample_record(g, id=p.id, category=p.category, text=t) for p, g, t in zip(prompts, gens[name], texts)
+            sample_record(
+                g, id=p.id, category=p.category, text=t, **{k: g.extra[k] for k in sample_extra if k in g.extra}
+            )
+            for p, g, t in zip(prompts, gens[name], texts)
         ]
         result = make_result(
             kind="decode",

@@ -75,6 +75,12 @@ def checkpoints(config: dict) -> list[str]:
     return list(dict.fromkeys(e.checkpoint for e in entries(config) if e.checkpoint))
 
 
+def row_inputs(config: dict) -> list[str]:
+    """Other files the rows' decoders read (`LeaderboardEntry.inputs`: draft heads, tree banks), inputs of every
+    job."""
+    return list(dict.fromkeys(p for e in entries(config) for p in e.inputs))
+
+
 def bench_settings(config: dict) -> dict[str, int]:
     """The bench protocol's settings: the foundation's `bench`, then `leaderboard.bench`."""
     out = {k: (config.get("bench") or {}).get(k) for k in BENCH_KEYS}

@@ -47,7 +47,8 @@ class LeaderboardEntry:
     writes, `model`: the declared model it was trained from, whose tokenizer and template it keeps).
 
     `label` is the row's file name (unique across papers), `title` what tables and figures show, `params`
-    the decoder's parameters with `decoder` (the registry name)."""
+    the decoder's parameters with `decoder` (the registry name), `inputs` other files its decoder reads that a
+    rule of the paper writes (e.g. draft heads, a tree bank), made before the leaderboard's jobs."""
 
     paper: str
     label: str
@@ -55,6 +56,7 @@ class LeaderboardEntry:
     params: Mapping[str, Any]
     checkpoint: str | None = None
     model: str | None = None
+    inputs: tuple[str, ...] = ()
 
 
 def _nothing(config: dict) -> list:

@@ -41,7 +41,7 @@ from ...heads import DraftHeads, load_heads
 from ...masks.tree import tree_buffers
 from .bank import BankTree, TopologyBank, resolve_tree, tree_depth
 from .drafting import Drafter, HydraStep, MedusaStep
-from .scheduler import SIGNALS, Policy, feature_depth, reduce_batch, score
+from .scheduler import SIGNALS, feature_depth, policy_from_params, reduce_batch, score
 
 DEFAULT_TREE = "mc_sim_7b_63"
 _LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {heads path: bound heads}
@@ -162,21 +162,7 @@ class EntMTPDecoder(HeadsTreeDecoder):
         self.bank = TopologyBank.of(params["bank"])
         for t in self.bank.trees.values():
             self.check_tree(t, f"bank tree {t.id}")
-        s = self.bank.settings
-        tau_on = params.get("tau_on", params.get("tau", s.get("tau_on")))
-        tau_off = params.get("tau_off", params.get("tau", s.get("tau_off", tau_on)))
-        self.policy = Policy(
-            params.get("policy", "binary_tau"),
-            self.bank.order,
-            static=params.get("tree", s.get("best")),
-            conservative=params.get("conservative", s.get("conservative")),
-            aggressive=params.get("aggressive", s.get("aggressive")),
-            tau_on=None if tau_on is None else float(tau_on),
-            tau_off=None if tau_off is None else float(tau_off),
-            thresholds=params.get("thresholds", s.get("thresholds")),
-            period=int(params.get("policy_period", 1)),
-        )
-        self.feature = str(params.get("score_feature", s.get("score_feature", "path_value_greedy_depth4")))
+        self.policy, self.feature = policy_from_params(params, self.bank.order, self.bank.settings)
         depth = feature_depth(self.feature)
         self.chain_depth = self.heads.num_heads if depth < 0 else depth
         if self.chain_depth > self.heads.num_heads:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -145,3 +146,29 @@ class Policy:
                 self.current = self.trees[idx]
         self.step += 1
         return self.current
+
+
+def policy_from_params(
+    params: Mapping[str, Any], trees: Sequence[str], settings: Mapping[str, Any]
+) -> tuple[Policy, str]:
+    """The policy and score feature an `entmtp` decoder runs: its parameters over its bank's `settings` (what the
+    bank file chose on calibration prompts): `policy` (default binary_tau), `tree` / `conservative` /
+    `aggressive` (default the bank's best / S / B), `tau` or `tau_on` / `tau_off`, `thresholds`, `policy_period`,
+    `score_feature`."""
+    s = settings
+    tau_on = params.get("tau_on", params.get("tau", s.get("tau_on")))
+    tau_off = params.get("tau_off", params.get("tau", s.get("tau_off", tau_on)))
+    policy = Policy(
+        params.get("policy", "binary_tau"),
+        trees,
+        static=params.get("tree", s.get("best")),
+        conservative=params.get("conservative", s.get("conservative")),
+        aggressive=params.get("aggressive", s.get("aggressive")),
+        tau_on=None if tau_on is None else float(tau_on),
+        tau_off=None if tau_off is None else float(tau_off),
+        thresholds=params.get("thresholds", s.get("thresholds")),
+        period=int(params.get("policy_period", s.get("policy_period", 1))),
+    )
+    feature = str(params.get("score_feature", s.get("score_feature", "path_value_greedy_depth4")))
+    feature_depth(feature)
+    return policy, feature

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...decoding.cache import crop_cache
 from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows
 from ...heads import DraftHeads
 from ...heads.hydra import HydraHeads
@@ -126,7 +127,7 @@ def measure_drafting(
 
                 def advance(m=m, mask=mask) -> None:
                     heads.prefix_forward(h_all[:, -m:], pos[:, -m:] + m, mask, cache)
-                    cache.crop(n0)
+                    crop_cache(cache, m)
 
                 prices.advance[m] = _median_time(advance, reps)
     else:
