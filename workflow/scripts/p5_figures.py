@@ -6,6 +6,7 @@ snakemake.output: fig1..fig5 .png and .pdf, in plan.FIGURES order
 """
 
 import json
+from pathlib import Path
 
 from mtp_core.io import log_to_file
 from mtp_core.papers.p5 import plan
@@ -20,7 +21,7 @@ for i, name in enumerate(plan.FIGURES):
     png, pdf = outputs[2 * i], outputs[2 * i + 1]
     if name == "fig3":
         summaries = {
-            t: json.loads(open(f"{plan.analysis_dir(heads, t)}/regimes.json").read())["summary"]
+            t: json.loads(Path(f"{plan.analysis_dir(heads, t)}/regimes.json").read_text())["summary"]
             for t in figs[name]["tasks"]
         }
         regimes_figure(summaries, titles, png, pdf)
