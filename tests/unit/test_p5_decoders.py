@@ -36,7 +36,10 @@ BANK = {
 
 def expected(prompts, stop):
     w = world()
-    return [g.tokens for g in build_decoder("greedy", w.loaded.model, w.loaded.tokenizer).generate(prompts, NEW_TOKENS, stop)]
+    return [
+        g.tokens
+        for g in build_decoder("greedy", w.loaded.model, w.loaded.tokenizer).generate(prompts, NEW_TOKENS, stop)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -109,8 +112,13 @@ def test_stale_signal_reads_the_previous_proposal():
     by the heads' chain probabilities of the current step."""
     w = world()
     m, tok = w.loaded.model, w.loaded.tokenizer
-    kw = {"heads": w.heads["hydra"], "bank": BANK, "score_feature": "path_value_greedy_depth2", "tau_on": 2.0,
-          "tau_off": 2.0}  # never leaves the conservative depth-1 tree
+    kw = {
+        "heads": w.heads["hydra"],
+        "bank": BANK,
+        "score_feature": "path_value_greedy_depth2",
+        "tau_on": 2.0,
+        "tau_off": 2.0,
+    }  # never leaves the conservative depth-1 tree
     (g,) = build_decoder("entmtp", m, tok, signal="stale", **kw).generate(w.prompts[:1], NEW_TOKENS, StopCriteria())
     (f,) = build_decoder("entmtp", m, tok, **kw).generate(w.prompts[:1], NEW_TOKENS, StopCriteria())
     assert g.tokens == f.tokens and set(g.extra["trees"]) == {"small"}
@@ -125,8 +133,9 @@ def test_stale_signal_reads_the_previous_proposal():
 def test_typical_acceptance_is_lossy_and_errors_name_the_problem():
     w = world()
     m, tok = w.loaded.model, w.loaded.tokenizer
-    dec = build_decoder("hydra", m, tok, heads=w.heads["hydra"], tree=[[0], [0, 0]], acceptance="typical",
-                        temperature=0.7)
+    dec = build_decoder(
+        "hydra", m, tok, heads=w.heads["hydra"], tree=[[0], [0, 0]], acceptance="typical", temperature=0.7
+    )
     assert not dec.lossless and dec.describe()["lossless"] is False
     out = dec.generate(w.prompts[:2], NEW_TOKENS, StopCriteria())
     assert all(len(g.tokens) == NEW_TOKENS for g in out)

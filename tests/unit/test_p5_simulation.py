@@ -79,7 +79,11 @@ def test_scheduler_simulation_equals_entmtp_choices(policy):
     w = world()
     m, tok = w.loaded.model, w.loaded.tokenizer
     table = table_of("hydra")
-    bank = {"s": canonical([(0,)]), "m": canonical([(0,), (0, 0), (1,)]), "b": canonical(random_tree(random.Random(3), 8))}
+    bank = {
+        "s": canonical([(0,)]),
+        "m": canonical([(0,), (0, 0), (1,)]),
+        "b": canonical(random_tree(random.Random(3), 8)),
+    }
     feature = "path_value_greedy_depth2"
     values = np.concatenate([score(feature, t.p0, t.chain[:, :2]) for t in table])
     if policy == "threshold_ladder":

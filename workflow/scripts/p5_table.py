@@ -18,6 +18,9 @@ if smk.params.name == "table1":
 else:
     spec = dict(smk.params.table2)
     d = {t: plan.analysis_dir(smk.params.table2_heads, t) for t in spec["tasks"]}
-    table = table2({t: (f"{p}/search.json", f"{p}/self.json") for t, p in d.items()}, dict(smk.params.titles),
-                   spec.get("nodes", [2, 4, 8, 16, 32]))
+    table = table2(
+        {t: (f"{p}/search.json", f"{p}/self.json") for t, p in d.items()},
+        dict(smk.params.titles),
+        spec.get("nodes", [2, 4, 8, 16, 32]),
+    )
 write_table_files(table, smk.output.csv, smk.output.md)
