@@ -102,6 +102,7 @@ class TreeVerifyResult:
     extra_logits: torch.Tensor | None = None  # [B, E, V] at the extra rows
     extra_hidden: torch.Tensor | None = None  # [B, E, H] (return_hidden)
     node_ok: torch.Tensor | None = None  # [B, N] bool: each node's token passes the acceptance rule at its parent
+    #                                      (whether or not `allowed`: the what-if of nodes that may not be accepted)
     chunk_rows: int = 0  # rows the forward ran (root, nodes, extra rows, padding)
 
     def emitted(self) -> list[list[int]]:
@@ -248,7 +249,7 @@ def typical_accept(
     row). The bonus token is the argmax at the chosen node (no sampling: Medusa's `fast` root). NOT lossless: the
     output differs from greedy and from sampling the model (Medusa issue #56).
 
-    Returns `greedy_accept`'s 4-tuple and `ok` [B, N] (each node passes at its parent).
+    Returns `greedy_accept`'s 4-tuple and `ok` [B, N] (each node's token passes at its parent, `allowed` or not).
     """
     if temperature <= 0:
         raise ValueError(f"typical acceptance needs temperature > 0, got {temperature}")
@@ -261,9 +262,7 @@ def typical_accept(
     p_cand = probs[:, parents[1:]].gather(-1, cand.clamp(min=0)[..., None]).squeeze(-1)  # [B, N-1]
     ok = torch.ones(probs.shape[:2], dtype=torch.bool, device=dev)
     ok[:, 1:] = (p_cand > limit[:, parents[1:]]) & (cand >= 0)
-    if allowed is not None:
-        ok &= allowed.to(dev)[None]
-    accepted = accepted_nodes(ok, buffers)
+    accepted = accepted_nodes(ok if allowed is None else ok & allowed.to(dev)[None], buffers)
     depth = buffers.position_ids.to(dev)
     deepest = torch.where(accepted, depth[None], -1)
     logp = torch.cat([torch.zeros_like(p_cand[:, :1]), torch.log(p_cand)], dim=1)
@@ -373,8 +372,9 @@ def verify_tree(
     chunk_len = logits.shape[1]
     node_argmax = logits[:, :n_tree].argmax(-1)
     if acceptance == "greedy":
-        ok = node_ok(node_argmax, candidates, buffers, allowed)
-        num_acc, last_node, path, tokens = _greedy_from_ok(node_argmax, candidates, buffers, ok)
+        ok = node_ok(node_argmax, candidates, buffers)
+        allowed_ok = ok if allowed is None else ok & allowed.to(ok.device)[None]
+        num_acc, last_node, path, tokens = _greedy_from_ok(node_argmax, candidates, buffers, allowed_ok)
     else:
         num_acc, last_node, path, tokens, ok = typical_accept(
             logits[:, :n_tree], candidates, buffers, temperature, posterior_threshold, posterior_alpha, allowed
@@ -413,6 +413,7 @@ class Draft:
     candidates: torch.Tensor  # [B, N-1] long, -1 = no candidate
     extra_parents: torch.Tensor | None = None  # [E] long, see the module docstring
     extra_embeds: torch.Tensor | None = None  # [B, E, H]
+    allowed: torch.Tensor | None = None  # [N] bool: nodes that may be accepted (None: all; see `verify_tree`)
 
 
 @dataclass
@@ -616,6 +617,7 @@ class TreeDecoder(Decoder):
                 pad_small_chunks=pad_small,
                 return_logits=self.needs_logits,
                 return_hidden=self.needs_hidden,
+                allowed=draft.allowed,
                 **self.verify_kw,
             )
             emitted, n_draft, n_rows = res.emitted(), draft.buffers.num_nodes - 1, res.chunk_rows

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ...decode_run import decode_prompt_set
 from ...heads import load_heads
 from ...io import atomic_write_json, atomic_write_jsonl, read_jsonl
@@ -89,7 +91,10 @@ def frontier_job(
     job: Mapping[str, Any],
     meta: Mapping[str, Any],
 ) -> dict:
-    """One (heads, task): calibration, prices, the offline pipeline (`stages.task_frontier`), its files."""
+    """One (heads, task): calibration, prices, the offline pipeline (`stages.task_frontier`), its files. Torch
+    runs with `job["threads"]` (the decoding jobs' bench threads) when given."""
+    if job.get("threads"):
+        torch.set_num_threads(int(job["threads"]))
     heads = load_heads(heads_path, loaded.model).bind(loaded.model)
     rows = list(read_jsonl(calib_file))
     cal = job.get("calibration") or {}

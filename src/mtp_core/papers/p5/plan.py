@@ -212,12 +212,14 @@ def frontier_settings(config: dict) -> FrontierSettings:
 
 
 def frontier_job_settings(config: dict) -> dict:
-    """What the frontier job needs beside `FrontierSettings`: calibration and price measurement."""
+    """What the frontier job needs beside `FrontierSettings`: calibration and price measurement (with the decoding
+    jobs' torch threads: prices measured with other threads would not price their steps)."""
     s = section(config)
     return {
         "calibration": dict(s.get("calibration") or {}),
         "max_prompt_tokens": s.get("max_prompt_tokens"),
         "max_rows": int((s.get("throughput") or {}).get("max_rows", 64)),
+        "threads": bench_settings(config)["threads"],
     }
 
 
