@@ -25,6 +25,10 @@ ROWS = [
     "p1-main-conf-adapt-tau0.9",
     "p3-probing_vocab_mean-bc10",
     "p3-probing_vocab_mean-bc10-guarded",
+    "p5-medusa_default",
+    "p5-hydra_default",
+    "p5-entmtp_static",
+    "p5-entmtp_tau",
 ]
 
 

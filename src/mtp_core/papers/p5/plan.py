@@ -467,8 +467,11 @@ def check(config: dict) -> None:
         raise ConfigError(f"papers.p5.search.default_tree: no published tree {fs.default_tree!r}")
     for b in fs.budgets:
         lo, hi = int(b * (1 - fs.tolerance)), int(b * (1 + fs.tolerance))
-        if hi < 1 or hi < lo:
-            raise ConfigError(f"papers.p5.search.budgets: budget {b} with tolerance {fs.tolerance} has no window")
+        if hi < 2 or hi < lo:  # searched trees have 2 nodes or more (the 1-node start is not a row)
+            raise ConfigError(
+                f"papers.p5.search.budgets: budget {b} with tolerance {fs.tolerance} has no window "
+                f"([{lo}, {hi}] holds no searched tree: they have 2 nodes or more)"
+            )
     for label, m in methods(config).items():
         key = f"papers.p5.methods.{label}"
         if m["decoder"] not in decoders():
