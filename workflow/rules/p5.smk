@@ -5,7 +5,7 @@
 # (heads, task) on calibration prompts, one decoding job per task (greedy and Table 1's methods, bench protocol),
 # Tables 1-2 and Figures 1-5. Every name comes from `mtp_core.papers.p5.plan` through p5_helpers.smk.
 #   snakemake -c2 results/tables/p5/table1.csv            Table 1 (trains the heads, searches, decodes)
-#   snakemake -c2 results/analysis/p5/hydra/gsm8k/bank.json   one task's frontier and bank
+#   snakemake -c2 results/analysis/p5/hydra/gsm8k/bank.json   the frontiers and banks of the hydra heads
 
 include: "p5_helpers.smk"
 
@@ -96,8 +96,8 @@ rule p5_import_heads:
         "../scripts/p5_import_heads.py"
 
 
-# One (heads, task): calibration table, Algorithm 1 per depth cap, debiasing, prices and the throughput frontier,
-# the bank with EntMTP*, S/B and τ (chosen on the calibration prompts), the regime rows of App. A.
+# Per task, for one set of searched heads: calibration table, Algorithm 1 per depth cap, debiasing, prices and the
+# throughput frontier, the bank with EntMTP*, S/B and τ (chosen on the calibration prompts), the regime rows of App. A.
 rule p5_frontier:
     input:
         unpack(p5_frontier_inputs),
@@ -106,14 +106,14 @@ rule p5_frontier:
     params:
         settings=lambda wc: vars(p5plan.frontier_settings(config)),
         job=p5plan.frontier_job_settings(config) if P5 else {},
-        out_dir=lambda wc: p5plan.analysis_dir(wc.heads, wc.task),
+        tasks=p5_tasks(),
+        out_dirs=lambda wc: [p5plan.analysis_dir(wc.heads, t) for t in p5_tasks()],
     wildcard_constraints:
         heads=wildcard_choice(p5plan.search_heads(config) if P5 else []),
-        task=wildcard_choice(p5_tasks()),
     log:
-        f"{LOGS}/p5/frontier/{{heads}}/{{task}}.log",
+        f"{LOGS}/p5/frontier/{{heads}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/p5/frontier/{{heads}}/{{task}}.tsv"
+        f"{RESULTS}/benchmarks/p5/frontier/{{heads}}.tsv"
     threads: config["threads"]
     script:
         "../scripts/p5_frontier.py"

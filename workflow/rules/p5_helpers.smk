@@ -43,14 +43,15 @@ def p5_launcher(wildcards):
 
 
 def p5_frontier_outputs():
-    return [f"{p5plan.analysis_dir('{heads}', '{task}')}/{f}" for f in p5plan.FRONTIER_FILES]
+    """Every task's frontier files of heads `{heads}` (one job: the model loads and the verification is priced once)."""
+    return [f for t in p5_tasks() for f in p5plan.frontier_files("{heads}", t)]
 
 
 def p5_frontier_inputs(wildcards):
     return {
         "model": model_input(p5plan.model(config)),
         "heads": p5plan.heads_dir(wildcards.heads),
-        "calib": p5plan.split_path(wildcards.task, "calib"),
+        "calib": [p5plan.split_path(t, "calib") for t in p5_tasks()],
     }
 
 

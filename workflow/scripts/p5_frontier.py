@@ -1,10 +1,12 @@
-"""Paper 5: one (heads, task) offline pipeline: calibration table, search, debiasing, prices, throughput frontier,
-bank (EntMTP*, S/B, τ chosen on the calibration prompts), regimes (`mtp_core.papers.p5.jobs.frontier_job`).
+"""Paper 5: the offline pipeline of one set of heads on every task: calibration table, search, debiasing, prices,
+throughput frontier, bank (EntMTP*, S/B, τ chosen on the calibration prompts), regimes (`jobs.frontier_job`; the
+model loads once and the verification is priced once).
 
-snakemake.input:   model (prepared checkpoint dir), heads (heads dir), calib (calibration prompts)
-snakemake.params:  settings (FrontierSettings fields), job {calibration, max_prompt_tokens, max_rows}, out_dir
-snakemake.output:  the frontier files (table.npz/json, search, self, throughput, bank, regimes json/csv)
-snakemake.wildcards: heads, task
+snakemake.input:   model (prepared checkpoint dir), heads (heads dir), calib (calibration prompts per task)
+snakemake.params:  settings (FrontierSettings fields), job {calibration, max_prompt_tokens, max_rows, threads},
+                   tasks, out_dirs (per task)
+snakemake.output:  every task's frontier files (table.npz/json, search, self, throughput, bank, regimes json/csv)
+snakemake.wildcards: heads
 """
 
 from mtp_core.decode_run import load_rule_model
@@ -17,12 +19,8 @@ smk = snakemake
 log_to_file(smk.log[0])
 cfg = smk.config
 loaded = load_rule_model(cfg, plan.model(cfg), smk.input.get("model") or None)
-frontier_job(
-    loaded,
-    smk.input.heads,
-    smk.input.calib,
-    smk.params.out_dir,
-    FrontierSettings(**dict(smk.params.settings)),
-    dict(smk.params.job),
-    {"heads": smk.wildcards.heads, "task": smk.wildcards.task, "model": loaded.name, "scale": cfg["scale"]},
-)
+settings = FrontierSettings(**dict(smk.params.settings))
+prices = None
+for task, calib, out_dir in zip(smk.params.tasks, smk.input.calib, smk.params.out_dirs):
+    meta = {"heads": smk.wildcards.heads, "task": task, "model": loaded.name, "scale": cfg["scale"]}
+    prices = frontier_job(loaded, smk.input.heads, calib, out_dir, settings, dict(smk.params.job), meta, prices)

@@ -51,8 +51,8 @@ def cmd_tree_search(args: argparse.Namespace) -> None:
             "threads": args.threads or config["bench"]["threads"],
         }
         meta = {"model": args.model, "heads_dir": args.heads, "prompts": args.prompts, "engine": "offline"}
-        res = frontier_job(loaded, args.heads, _prompt_file(rows, out), str(out), settings, job, meta)
-        b = res["bank"]
+        frontier_job(loaded, args.heads, _prompt_file(rows, out), str(out), settings, job, meta)
+        b = json.loads((out / "bank.json").read_text())
         print(f"EntMTP* (throughput-optimal tree): {b['best']}  {b['trees'][b['best']]['paths']}")
         print(
             f"bank: {', '.join(b['order'])};  S {b['conservative']}, B {b['aggressive']}, "

@@ -24,7 +24,7 @@ from .scheduler import policy_from_params
 from .selfdistill import write_selfdistill
 from .splits import SPLITS, split_task
 from .stages import FrontierSettings, calibrate, task_frontier, write_task_outputs
-from .throughput import measure_verify, policy_rollout
+from .throughput import StepPrices, measure_verify, policy_rollout
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +90,11 @@ def frontier_job(
     settings: FrontierSettings,
     job: Mapping[str, Any],
     meta: Mapping[str, Any],
-) -> dict:
+    verify: StepPrices | None = None,
+) -> StepPrices:
     """One (heads, task): calibration, prices, the offline pipeline (`stages.task_frontier`), its files. Torch
-    runs with `job["threads"]` (the decoding jobs' bench threads) when given."""
+    runs with `job["threads"]` (the decoding jobs' bench threads) when given. `verify`: the verification prices
+    of an earlier task of the same job (measured here when None); returns them for the next task."""
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))
     heads = load_heads(heads_path, loaded.model).bind(loaded.model)
@@ -108,20 +110,23 @@ def frontier_job(
     )
     if not table:
         raise ValueError(f"{calib_file}: no calibration prompt left (max_prompt_tokens {job.get('max_prompt_tokens')})")
-    prices = measure_verify(loaded.model, prompts[0], int(job.get("max_rows", 64)), settings.price_reps)
+    if verify is None:
+        verify = measure_verify(loaded.model, prompts[0], int(job.get("max_rows", 64)), settings.price_reps)
+    prices = StepPrices(verify.verify_rows, verify.verify_seconds, pad_small_chunks=verify.pad_small_chunks)
     out = task_frontier(table, prompts, prices, loaded, heads, settings, skipped)
     info = {**meta, "heads_dir": heads_path, "calibration_prompts": len(table), "skipped": skipped}
     write_task_outputs(out_dir, table, out, info)
     b = out["bank"]
     log.info(
-        "bank: best %s, S %s, tau_on %s / tau_off %s, modeled %s",
+        "%s bank: best %s, S %s, tau_on %s / tau_off %s, modeled %s",
+        meta.get("task"),
         b["best"],
         b["conservative"],
         b["tau_on"],
         b["tau_off"],
         b["modeled"],
     )
-    return out
+    return verify
 
 
 def decode_job(
