@@ -12,6 +12,7 @@ import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.heads import load_heads
+from mtp_core.heads.hydra import HydraHeads
 from mtp_core.masks.tree import candidates_from_topk, published_tree, tree_buffers
 from mtp_core.papers.p5 import decoders  # noqa: F401  (registration)
 from mtp_core.papers.p5.drafting import HydraStep, MedusaStep
@@ -78,7 +79,8 @@ def test_hydra_drafts_under_the_right_parent():
     both of the reference code's assumptions ((1,) has children while (0,) has none; ranks are not contiguous)."""
     w = world()
     m = w.loaded.model
-    heads = load_heads(w.heads["hydra"], m).bind(m)
+    torch.manual_seed(0)  # random heads: every input block matters (trained identity-init heads barely read tokens)
+    heads = HydraHeads.for_trunk(m, num_heads=3, init="hydra").bind(m)
     tree = [(0,), (2,), (2, 1), (2, 1, 0), (2, 3), (0, 2)]
     b = tree_buffers(tree)
     e, root = torch.randn(2, 64), torch.tensor([5, 9])
