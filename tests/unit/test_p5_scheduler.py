@@ -20,7 +20,8 @@ def test_binary_tau_hysteresis_by_hand():
     p = Policy("binary_tau", ["S", "B"], conservative="S", aggressive="B", tau_on=0.5, tau_off=0.3)
     assert run(p, SCORES) == "S B B B S B B"
     single = Policy("binary_tau", ["S", "B"], conservative="S", aggressive="B", tau_on=0.5, tau_off=0.5)
-    assert run(single, SCORES) == "S B S S S B S"  # 0.5 stays S (on needs >) and leaves B (off needs <=)
+    assert run(single, SCORES) == "S B S S S B S"  # 0.5 leaves B (off needs <=)
+    assert run(single, [0.5, 0.5, 0.6, 0.5]) == "S S B S"  # 0.5 keeps S (on needs >)
     every2 = Policy("binary_tau", ["S", "B"], conservative="S", aggressive="B", tau_on=0.3, tau_off=0.3, period=2)
     assert run(every2, SCORES) == "S S B B S S B"  # evaluated at steps 0, 2, 4, 6 only
     with pytest.raises(ValueError, match="tau_off"):
