@@ -54,8 +54,8 @@ def world() -> World:
     data = SelfDistillData.read(root / "sd")
     heads = {}
     for name, arch, k, steps, extra in (
-        ("medusa", "medusa", 4, 40, {}),  # 4 deep: the published mc_sim_7b_63 tree
-        ("hydra", "hydra", 3, 8, {}),
+        ("medusa", "medusa", 4, 40, {"draft_vocab": 200}),  # 4 deep: mc_sim_7b_63; a draft vocabulary
+        ("hydra", "hydra", 3, 8, {"draft_vocab": 256}),
         ("hydra_plain", "hydra", 3, 8, {"prefix": False}),
     ):
         cfg = HeadsTrainConfig(arch=arch, num_heads=k, num_layers=1, holdout=0.0, loss="hard", **extra)

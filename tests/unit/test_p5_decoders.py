@@ -102,7 +102,9 @@ def test_medusa_candidates_are_the_cartesian_top_k():
     heads = load_heads(w.heads["medusa"], m).bind(m)
     b = tree_buffers(published_tree("mc_sim_7b_63"))
     h = torch.randn(3, 64)
-    topk = torch.stack([heads.head_logits(h, j).topk(10, dim=-1).indices for j in range(4)], dim=1)
+    ids = torch.stack([heads.head_logits(h, j).topk(10, dim=-1).indices for j in range(4)], dim=1)
+    topk = heads.out.token_ids(ids)  # draft-vocabulary indices -> token ids
+    assert heads.out.vocab_ids is not None and not torch.equal(topk, ids)
     assert torch.equal(MedusaStep(heads, h).propose(b), candidates_from_topk(topk, b))
     with pytest.raises(ValueError, match="depth 5 needs 5 Medusa heads"):
         MedusaStep(heads, h).propose(tree_buffers([(0,) * d for d in range(1, 6)]))
