@@ -11,6 +11,7 @@ input whose output was x_s) and the trunk's logits there are `lm_head` of it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ import torch
 
 from ...decoding.base import StopCriteria
 from ...decoding.tree import Draft, TreeDecoder, TreeState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -72,4 +75,10 @@ def greedy_trajectories(
         for p, g, rows in zip(batch, gens, dec.rows):
             h = torch.cat(rows)[: len(p) + len(g.tokens) - 1]
             out.append(Trajectory(p, list(g.tokens), h.numpy(), g.stop_reason))
+        log.info(
+            "greedy trajectories: %d of %d prompts (%.1f s this batch)",
+            len(out),
+            len(prompts),
+            gens[0].prefill_s + gens[0].decode_s,
+        )
     return out
