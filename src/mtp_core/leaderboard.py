@@ -70,15 +70,11 @@ def all_results(config: dict) -> list[str]:
     return [p for ps in prompt_sets(config) for p in job_results(config, ps)]
 
 
-def checkpoints(config: dict) -> list[str]:
-    """The trained checkpoints the rows run on (inputs of every job: the rules of the papers that train them)."""
-    return list(dict.fromkeys(e.checkpoint for e in entries(config) if e.checkpoint))
-
-
 def row_inputs(config: dict) -> list[str]:
-    """Other files the rows' decoders read (`LeaderboardEntry.inputs`: draft heads, tree banks), inputs of every
-    job."""
-    return list(dict.fromkeys(p for e in entries(config) for p in e.inputs))
+    """What the rows run on besides the leaderboard model: trained checkpoints and the files their decoders read
+    (inputs of every job: the rules of the papers that make them)."""
+    out = [p for e in entries(config) for p in ((e.checkpoint,) if e.checkpoint else ()) + tuple(e.needs)]
+    return list(dict.fromkeys(out))
 
 
 def bench_settings(config: dict) -> dict[str, int]:

@@ -47,8 +47,9 @@ class LeaderboardEntry:
     writes, `model`: the declared model it was trained from, whose tokenizer and template it keeps).
 
     `label` is the row's file name (unique across papers), `title` what tables and figures show, `params`
-    the decoder's parameters with `decoder` (the registry name), `inputs` other files its decoder reads that a
-    rule of the paper writes (e.g. draft heads, a tree bank), made before the leaderboard's jobs."""
+    the decoder's parameters with `decoder` (the registry name). `needs`: other files or directories some rule
+    writes that the decoder reads through its parameters (e.g. trained draft heads); the leaderboard's jobs wait
+    for them."""
 
     paper: str
     label: str
@@ -56,7 +57,7 @@ class LeaderboardEntry:
     params: Mapping[str, Any]
     checkpoint: str | None = None
     model: str | None = None
-    inputs: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
 
 
 def _nothing(config: dict) -> list:

@@ -28,6 +28,22 @@ def test_shipped_configs_validate(path):
     assert all("enabled" in p for p in cfg["papers"].values())
 
 
+@pytest.mark.parametrize("path", CONFIGS)
+def test_trainings_that_cannot_launch_stop_before_any_job(path):
+    """Every training of a shipped config (fine-tunes, paper runs) is checked with its launcher's world size: a
+    process count that does not divide the global batch into whole micro-batches is a config error, not a crash at
+    launch (the paper-scale runs once asked 8 processes for 4 micro-batches)."""
+    raw = yaml.safe_load((REPO / path).read_text())
+    raw["launcher"] = {**(raw.get("launcher") or {}), "tasks_per_node": 7}
+    for paper in raw["papers"].values():  # a paper's own launcher section would override the top level
+        paper.pop("launcher", None)
+        for run in (paper.get("runs") or {}).values():
+            if isinstance(run, dict):
+                run.pop("launcher", None)
+    with pytest.raises(ConfigError, match=r"tasks_per_node 7"):
+        validate_config(raw)
+
+
 def test_defaults_are_filled(tiny_raw):
     cfg = validate_config(copy.deepcopy(tiny_raw))
     assert cfg["evaluation"]["bootstrap_iters"] == 1000

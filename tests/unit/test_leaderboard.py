@@ -85,7 +85,7 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
     p1 = rows[4]
     assert p1.checkpoint == "results/models/p1/main/model" and p1.model == "tiny-qwen3-math"
     assert rows[-1].params["adaptive"] is True and "adaptive" not in rows[-2].params
-    assert lb.checkpoints(tiny_config) == ["results/models/p1/main/model"]
+    assert lb.row_inputs(tiny_config) == ["results/models/p1/main/model"]
     assert lb.targets(tiny_config)[0] == "results/tables/leaderboard.csv"
     paths = lb.job_results(tiny_config, "math")
     assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 8

@@ -42,7 +42,7 @@ def test_params_paths_and_leaderboard(tiny):
     ]
     rows = plan.leaderboard_entries(tiny)
     assert [r.label for r in rows] == ["p5-medusa_default", "p5-hydra_default", "p5-entmtp_static", "p5-entmtp_tau"]
-    assert rows[3].inputs == ("results/models/p5/heads/hydra/heads", "results/analysis/p5/hydra/gsm8k/bank.json")
+    assert rows[3].needs == ("results/models/p5/heads/hydra/heads", "results/analysis/p5/hydra/gsm8k/bank.json")
     settings, launcher = plan.from_config(tiny, "hydra")
     assert (
         settings["data"] == "results/data/p5/selfdistill/tiny-qwen3-math" and settings["train"]["final_dir"] == "heads"

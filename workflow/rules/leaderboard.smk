@@ -11,14 +11,12 @@ LB_ROWS = lb.job_rows(config) if LB else []
 
 
 # One job per prompt set: every row on the same prompts, interleaved (bench protocol), one result per row. Inputs:
-# the model, the prompt set, every trained checkpoint a row runs on and the other files rows read (draft heads, tree
-# banks): the papers' rules make them.
+# the model, the prompt set and every trained checkpoint or file a row runs on (the papers' rules make them).
 rule leaderboard_decode:
     input:
         model=model_input(lb.model(config)) if LB else [],
         prompts=lambda wc: prompt_file(wc.prompt_set),
-        checkpoints=lb.checkpoints(config) if LB else [],
-        row_inputs=lb.row_inputs(config) if LB else [],
+        rows=lb.row_inputs(config) if LB else [],
     output:
         results=[lb.result_path(config, "{prompt_set}", r["label"]) for r in LB_ROWS],
     params:

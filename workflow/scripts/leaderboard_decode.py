@@ -3,7 +3,7 @@ warm-up; interleaved order; per-batch medians), on the leaderboard model or a ch
 JSON per row (tok/s, speedup vs greedy measured and modeled, tokens per forward, forward passes, identical-to-greedy
 fraction, task accuracy where the prompts carry answers; samples JSONL beside each).
 
-snakemake.input:   model (prepared checkpoint dir, absent for hub/local models), prompts, checkpoints (the rows')
+snakemake.input:   model (prepared checkpoint dir, absent for hub/local models), prompts, rows (the rows' checkpoints and files)
 snakemake.params:  rows (mtp_core.leaderboard.job_rows), model, n (prompts per category), max_new_tokens,
                    batch_size, bench {warmup, repeats, threads}
 snakemake.output:  results (one JSON per row, in row order)

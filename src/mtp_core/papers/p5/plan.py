@@ -391,9 +391,9 @@ def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
     rows = []
     for m in spec.get("methods") or []:
         params = method_params(config, task, m)
-        inputs = tuple(p for p in (params.get("heads"), params.get("bank")) if p)
+        needs = tuple(p for p in (params.get("heads"), params.get("bank")) if p)
         title = method_title(config, m) + (f" ({task_title(config, task)} bank)" if "bank" in params else "")
-        rows.append(LeaderboardEntry("p5", f"p5-{m}", f"P5 {title}", params, inputs=inputs))
+        rows.append(LeaderboardEntry("p5", f"p5-{m}", f"P5 {title}", params, needs=needs))
     return rows
 
 
