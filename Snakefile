@@ -24,6 +24,7 @@ include: "workflow/rules/decode.smk"
 include: "workflow/rules/p1.smk"
 include: "workflow/rules/p3.smk"
 include: "workflow/rules/p4.smk"
+include: "workflow/rules/p5.smk"
 include: "workflow/rules/leaderboard.smk"
 include: "workflow/rules/report.smk"
 

@@ -27,6 +27,10 @@ ROWS = [
     "p3-probing_vocab_mean-bc10-guarded",
     "p4-main-dmtd-tau3",
     "p4-main-dmtd-selected",
+    "p5-medusa_default",
+    "p5-hydra_default",
+    "p5-entmtp_static",
+    "p5-entmtp_tau",
 ]
 
 

@@ -1,7 +1,8 @@
 """`mtp-repro` (or `python -m mtp_core.cli`): the project's command line, the top layer over papers and core.
 
 Subcommands: `bench` (decoders side by side, the bench protocol), `generate` (one generation step by step),
-`train` (a training through the submitit launcher: what every training rule runs). Bad input (a file and its row,
+`train` (a training through the submitit launcher: what every training rule runs), `tree-search` (paper 5's tree
+search, throughput frontier and scheduler bank for given heads on any prompt file). Bad input (a file and its row,
 a config key, an unknown decoder, model or parameter) is printed as one line, `mtp-repro <command>: error: ...`,
 with exit status 2; a failed training job exits 1 with its job's error (module docstring of
 `mtp_core.train.launch`).
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 
 from ..io import InputError
 from ..train.launch import LaunchError
-from . import decode, train
+from . import decode, train, tree_search
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     decode.add_commands(sub)
     train.add_commands(sub)
+    tree_search.add_commands(sub)
     return p
 
 

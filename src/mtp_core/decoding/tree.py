@@ -11,7 +11,9 @@ to batches):
    + ancestors + node.
 2. `greedy_accept`: a node is accepted when its token equals the model's argmax at its parent and its parent is
    accepted; the deepest accepted node wins (first in node order on ties) and the bonus token is the argmax
-   there. A row emits `num_accepted + 1` tokens.
+   there. A row emits `num_accepted + 1` tokens. `typical_accept` is Medusa's typical acceptance (lossy, see its
+   docstring). Both take `allowed` [N] (nodes that may be accepted, the others are verified but never accepted:
+   Hydra's `max_accepts`, which the union-tree rollout of EntMTP's search needs).
 3. `commit_accepted`: the KV entries of root + accepted nodes are gathered from the tree part of the cache into
    consecutive slots right after the prefix (no recompute), and the rest of the chunk is cropped.
 
@@ -19,6 +21,11 @@ Batches (same tree for all rows): rows accept different lengths, so every row ke
 new slots and the slots past its own accepted length become holes, marked False in a per-row `kv_mask`
 (`TreeContext.kv_mask`, which also marks left padding). Position ids are tracked per row (`root_pos`), so holes
 do not shift RoPE positions; every later chunk's mask hides them.
+
+Hidden states (`TreeDecoder.needs_hidden`): the final hidden states (post-norm, the `lm_head` input) at the
+accepted path reach the drafter as `state.last.hidden` and, at the last accepted node, `state.last_hidden`; with
+`needs_prompt_hidden` the prompt's are in `state.prompt_hidden` after the prefill (Hydra's prefix layer runs over
+every committed position).
 
 Extra positions riding in the verification forward (P3 mask-token probing, P5 heads that need a hidden state):
 `extra_parents` [E] lists, for each extra row, its parent row in the chunk (a tree node 0..N-1, or an earlier
@@ -94,6 +101,8 @@ class TreeVerifyResult:
     #                                     nodes (return_hidden)
     extra_logits: torch.Tensor | None = None  # [B, E, V] at the extra rows
     extra_hidden: torch.Tensor | None = None  # [B, E, H] (return_hidden)
+    node_ok: torch.Tensor | None = None  # [B, N] bool: each node's token passes the acceptance rule at its parent
+    #                                      (whether or not `allowed`: the what-if of nodes that may not be accepted)
     chunk_rows: int = 0  # rows the forward ran (root, nodes, extra rows, padding)
 
     def emitted(self) -> list[list[int]]:
@@ -112,17 +121,25 @@ def attn_is_eager(model: torch.nn.Module) -> bool:
 
 def _chunk_layout(
     buffers: TreeBuffers, extra_parents: torch.Tensor | None, pad_small_chunks: bool
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Parents of every chunk row (tree, extra, padding), their visibility mask and depths, and the pad count."""
+) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
+    """The visibility mask of every chunk row (tree, extra, padding), their depths, the pad count and whether the
+    chunk is causal (a chain). Without extra rows the layout is cached on the tree (`TreeBuffers.chunk_layouts`),
+    so a drafter switching between the trees of a bank recomputes nothing."""
+    has_extra = extra_parents is not None and extra_parents.numel() > 0
+    if not has_extra and pad_small_chunks in buffers.chunk_layouts:
+        return buffers.chunk_layouts[pad_small_chunks]
     parents = buffers.parents
-    if extra_parents is not None and extra_parents.numel():
+    if has_extra:
         parents = torch.cat([parents, extra_parents.to(torch.long).cpu()])
     n = parents.numel()
     n_pad = 4 - n if pad_small_chunks and n in (2, 3) else 0  # 2-3 rows take a slow CPU matmul path; 4 do not
     if n_pad:  # padding rows continue the last row as a chain, so a chain chunk stays causal
         parents = torch.cat([parents, torch.arange(n - 1, n - 1 + n_pad)])
     anc = ancestor_mask(parents)
-    return anc, anc.sum(1) - 1, n_pad
+    layout = (anc, anc.sum(1) - 1, n_pad, torch.equal(anc, torch.ones_like(anc).tril()))
+    if not has_extra:
+        buffers.chunk_layouts[pad_small_chunks] = layout
+    return layout
 
 
 def tree_forward(
@@ -149,13 +166,12 @@ def tree_forward(
     if n_extra and (extra_embeds is None or extra_embeds.shape[:2] != (b, n_extra)):
         raise ValueError(f"extra_embeds must have shape [{b}, {n_extra}, hidden]")
     device = ctx.root.device
-    anc, depth, n_pad = _chunk_layout(buffers, extra_parents, pad_small_chunks)
+    anc, depth, n_pad, causal = _chunk_layout(buffers, extra_parents, pad_small_chunks)
     ids = torch.cat([ctx.root[:, None], candidates.clamp(min=0).to(device)], dim=1)
     if n_pad:
         ids = torch.cat([ids, ctx.root[:, None].expand(b, n_pad)], dim=1)
     pos = ctx.root_pos[:, None] + depth.to(device)[None]
-    n = anc.shape[0]
-    if bool(ctx.kv_mask.all()) and torch.equal(anc, torch.ones(n, n, dtype=torch.bool).tril()):
+    if causal and bool(ctx.kv_mask.all()):
         mask = None  # a causal chunk (a chain, a bare root) without holes: the model's own causal path
     else:
         dtype = next(model.parameters()).dtype
@@ -176,29 +192,94 @@ def tree_forward(
 
 
 def greedy_accept(
-    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers
+    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, allowed: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Greedy tree acceptance (Medusa `evaluate_posterior`, temperature 0), vectorised over rows and nodes.
 
-    `node_argmax` [B, N]: the model's argmax at every node; `candidates` [B, N-1]: drafted tokens (-1 = none).
-    Returns `(num_accepted [B], last_node [B], path [B, D+1], tokens [B, D+1])`; `tokens` are the accepted drafts
-    followed by the bonus token (the argmax at `last_node`), -1 padded.
+    `node_argmax` [B, N]: the model's argmax at every node; `candidates` [B, N-1]: drafted tokens (-1 = none);
+    `allowed` [N] bool: nodes that may be accepted (None: all). Returns `(num_accepted [B], last_node [B],
+    path [B, D+1], tokens [B, D+1])`; `tokens` are the accepted drafts followed by the bonus token (the argmax at
+    `last_node`), -1 padded.
     """
-    b = node_argmax.shape[0]
+    return _greedy_from_ok(node_argmax, candidates, buffers, node_ok(node_argmax, candidates, buffers, allowed))
+
+
+def _greedy_from_ok(
+    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, ok: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    accepted = accepted_nodes(ok, buffers)
+    depth = buffers.position_ids.to(ok.device)
+    last_node = torch.where(accepted, depth[None], -1).argmax(1)  # first maximum: tie-break in node order
+    return _emit(node_argmax, candidates, buffers, last_node)
+
+
+def node_ok(
+    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, allowed: torch.Tensor | None = None
+) -> torch.Tensor:
+    """[B, N] bool: node i's token equals the argmax at its parent (the root is always ok), within `allowed`."""
     dev = node_argmax.device
     parents = buffers.parents.to(dev)
-    depth = buffers.position_ids.to(dev)
-    anc = buffers.attn_mask.to(dev)
     cand = candidates.to(dev)
     ok = torch.ones_like(node_argmax, dtype=torch.bool)
     ok[:, 1:] = (cand == node_argmax[:, parents[1:]]) & (cand >= 0)
-    # a node is accepted iff it and all its ancestors match
-    accepted = ~((~ok)[:, None, :] & anc[None]).any(-1)
-    score = torch.where(accepted, depth[None], -1)
-    last_node = score.argmax(1)  # first maximum: deterministic tie-break in node order
-    num_accepted = depth[last_node]
+    return ok if allowed is None else ok & allowed.to(dev)[None]
+
+
+def accepted_nodes(ok: torch.Tensor, buffers: TreeBuffers) -> torch.Tensor:
+    """[B, N] bool: nodes whose own and every ancestor's `ok` hold (accepted under either rule)."""
+    return ~((~ok)[:, None, :] & buffers.attn_mask.to(ok.device)[None]).any(-1)
+
+
+def typical_accept(
+    node_logits: torch.Tensor,
+    candidates: torch.Tensor,
+    buffers: TreeBuffers,
+    temperature: float,
+    posterior_threshold: float = 0.09,
+    posterior_alpha: float = 0.3,
+    allowed: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Medusa's typical acceptance (`evaluate_posterior` with `sampling="typical"`, `fast=True`; Hydra's with
+    `max_accepts` = `allowed`), per node instead of per retrieve row, which is the same rule.
+
+    At each node's parent p = softmax(logits / T); the node's token x passes when p(x) > min(eps, alpha * exp(-H(p))),
+    H = -sum p log(p + 1e-5) (eps = `posterior_threshold`, alpha = `posterior_alpha`, Medusa's defaults 0.09 and
+    0.3); a node is accepted when it and its ancestors pass. The deepest accepted depth wins; among its nodes the
+    largest path log-likelihood sum log p(x) (first in node order on exact ties; Medusa takes the first retrieve
+    row). The bonus token is the argmax at the chosen node (no sampling: Medusa's `fast` root). NOT lossless: the
+    output differs from greedy and from sampling the model (Medusa issue #56).
+
+    Returns `greedy_accept`'s 4-tuple and `ok` [B, N] (each node's token passes at its parent, `allowed` or not).
+    """
+    if temperature <= 0:
+        raise ValueError(f"typical acceptance needs temperature > 0, got {temperature}")
+    dev = node_logits.device
+    parents = buffers.parents.to(dev)
+    probs = torch.softmax(node_logits.float() / temperature, dim=-1)
+    entropy = -(probs * torch.log(probs + 1e-5)).sum(-1)  # [B, N]
+    limit = torch.clamp(posterior_alpha * torch.exp(-entropy), max=posterior_threshold)
+    cand = candidates.to(dev)
+    p_cand = probs[:, parents[1:]].gather(-1, cand.clamp(min=0)[..., None]).squeeze(-1)  # [B, N-1]
+    ok = torch.ones(probs.shape[:2], dtype=torch.bool, device=dev)
+    ok[:, 1:] = (p_cand > limit[:, parents[1:]]) & (cand >= 0)
+    accepted = accepted_nodes(ok if allowed is None else ok & allowed.to(dev)[None], buffers)
+    depth = buffers.position_ids.to(dev)
+    deepest = torch.where(accepted, depth[None], -1)
+    logp = torch.cat([torch.zeros_like(p_cand[:, :1]), torch.log(p_cand)], dim=1)
+    path_ll = logp @ buffers.attn_mask.to(dev, logp.dtype).T  # [B, N]: sum over ancestors and self
+    best = deepest == deepest.max(1, keepdim=True).values
+    last_node = torch.where(best, path_ll, -torch.inf).argmax(1)
+    return (*_emit(node_logits.argmax(-1), candidates, buffers, last_node), ok)
+
+
+def _emit(
+    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, last_node: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`(num_accepted, last_node, path, tokens)` of acceptance ending at `last_node` (its path is accepted)."""
+    b, dev = node_argmax.shape[0], node_argmax.device
+    num_accepted = buffers.position_ids.to(dev)[last_node]
     path = buffers.node_paths.to(dev)[last_node]
-    all_tok = torch.cat([node_argmax.new_zeros(b, 1), cand], dim=1)
+    all_tok = torch.cat([node_argmax.new_zeros(b, 1), candidates.to(dev)], dim=1)
     tokens = torch.cat([all_tok.gather(1, path.clamp(min=0))[:, 1:], all_tok.new_full((b, 1), -1)], dim=1)
     tokens.scatter_(1, num_accepted[:, None], node_argmax.gather(1, last_node[:, None]))
     j = torch.arange(tokens.shape[1], device=dev)
@@ -245,6 +326,9 @@ def commit_accepted(
     ctx.root_pos = ctx.root_pos + num_accepted.to(ctx.root_pos.device) + 1
 
 
+ACCEPTANCE = ("greedy", "typical")
+
+
 @torch.inference_mode()
 def verify_tree(
     model: torch.nn.Module,
@@ -258,12 +342,21 @@ def verify_tree(
     return_logits: bool = False,
     return_hidden: bool = False,
     commit: bool = True,
+    acceptance: str = "greedy",
+    temperature: float = 0.0,
+    posterior_threshold: float = 0.09,
+    posterior_alpha: float = 0.3,
+    allowed: torch.Tensor | None = None,
 ) -> TreeVerifyResult:
-    """One lossless verification step: forward, greedy acceptance, KV gather + crop (unless `commit=False`).
+    """One verification step: forward, acceptance, KV gather + crop (unless `commit=False`).
 
+    `acceptance` greedy (lossless, the default) or typical (`typical_accept` with `temperature`,
+    `posterior_threshold`, `posterior_alpha`; lossy); `allowed` [N]: nodes that may be accepted (None: all).
     On return `ctx` holds the accepted prefix and `ctx.root` the bonus token. With `commit=False` the cache keeps
     the whole chunk (for inspection) and `ctx` is unchanged otherwise.
     """
+    if acceptance not in ACCEPTANCE:
+        raise ValueError(f"acceptance {acceptance!r} is not one of {', '.join(ACCEPTANCE)}")
     n_tree = buffers.num_nodes
     n_extra = 0 if extra_parents is None else int(extra_parents.numel())
     logits, hidden = tree_forward(
@@ -278,7 +371,14 @@ def verify_tree(
     )
     chunk_len = logits.shape[1]
     node_argmax = logits[:, :n_tree].argmax(-1)
-    num_acc, last_node, path, tokens = greedy_accept(node_argmax, candidates, buffers)
+    if acceptance == "greedy":
+        ok = node_ok(node_argmax, candidates, buffers)
+        allowed_ok = ok if allowed is None else ok & allowed.to(ok.device)[None]
+        num_acc, last_node, path, tokens = _greedy_from_ok(node_argmax, candidates, buffers, allowed_ok)
+    else:
+        num_acc, last_node, path, tokens, ok = typical_accept(
+            logits[:, :n_tree], candidates, buffers, temperature, posterior_threshold, posterior_alpha, allowed
+        )
     rows = torch.arange(logits.shape[0], device=logits.device)
     res = TreeVerifyResult(
         tokens=tokens,
@@ -287,6 +387,7 @@ def verify_tree(
         last_node=last_node,
         node_argmax=node_argmax,
         last_logits=logits[rows, last_node],
+        node_ok=ok,
         chunk_rows=chunk_len,
     )
     take = path.clamp(min=0)
@@ -312,6 +413,7 @@ class Draft:
     candidates: torch.Tensor  # [B, N-1] long, -1 = no candidate
     extra_parents: torch.Tensor | None = None  # [E] long, see the module docstring
     extra_embeds: torch.Tensor | None = None  # [B, E, H]
+    allowed: torch.Tensor | None = None  # [N] bool: nodes that may be accepted (None: all; see `verify_tree`)
 
 
 @dataclass
@@ -327,8 +429,11 @@ class TreeState:
     last_hidden: torch.Tensor | None = None  # [B, H] hidden state there (decoders with needs_hidden)
     last: TreeVerifyResult | None = None  # the previous verification (None right after the prefill)
     prefill_extra_logits: torch.Tensor | None = None  # [B, E, V] logits of extra rows appended to the prompt
+    prompt_hidden: torch.Tensor | None = None  # [B, P, H] final hidden states of the (left-padded) prompt
+    #                                            (decoders with needs_prompt_hidden; not pruned: read in start())
     step: int = 0  # forwards so far, the prefill included
-    data: dict[str, Any] = field(default_factory=dict)  # drafter state; batch-first tensors/lists are pruned
+    data: dict[str, Any] = field(default_factory=dict)  # drafter state; batch-first tensors, lists and objects
+    #                                                     with a `select(rows)` method are pruned with the rows
 
     def remaining(self) -> list[int]:
         """Tokens each row may still emit."""
@@ -353,6 +458,8 @@ class TreeState:
                 self.data[k] = v[keep.to(v.device)]
             elif isinstance(v, list):
                 self.data[k] = [v[i] for i in idx]
+            elif callable(getattr(v, "select", None)):
+                v.select(keep)
 
 
 class TreeDecoder(Decoder):
@@ -361,16 +468,41 @@ class TreeDecoder(Decoder):
     Subclasses implement `propose(state) -> Draft | None` (None: a plain one-token step) and may override
     `prefill_extra_embeds` to append probe rows (e.g. mask tokens) to the prompt forward; their logits reach the
     drafter as `state.prefill_extra_logits`. Common params: `prune_finished` (default True),
-    `pad_small_chunks` (default True: chunks of 2-3 rows are padded to 4, a measured CPU fast path).
+    `pad_small_chunks` (default True: chunks of 2-3 rows are padded to 4, a measured CPU fast path),
+    `acceptance` (greedy, the default and lossless; or typical: `typical_accept` with `temperature`,
+    `posterior_threshold` 0.09, `posterior_alpha` 0.3, which makes the instance lossy).
     Results: `accepted[i]` = tokens emitted by forward i (prefill 1); `extra["drafted"][i]` = draft rows
     (tree nodes besides the root, extra rows excluded) verified by forward i; `extra["chunk_rows"][i]` = rows
-    forward i ran (root, nodes, extra rows, padding; 0 for the prefill), what its cost on a CPU depends on.
+    forward i ran (root, nodes, extra rows, padding; 0 for the prefill), what its cost on a CPU depends on; and
+    whatever `row_extra` adds.
     """
 
     lossless = True
-    PARAMS = ("prune_finished", "pad_small_chunks")
+    PARAMS = (
+        "prune_finished",
+        "pad_small_chunks",
+        "acceptance",
+        "temperature",
+        "posterior_threshold",
+        "posterior_alpha",
+    )
     needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
     needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
+    needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden after the prefill
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
+        super().__init__(model, tokenizer, **params)
+        self.acceptance = str(params.get("acceptance", "greedy"))
+        if self.acceptance not in ACCEPTANCE:
+            raise ValueError(f"{self.name}: acceptance {self.acceptance!r} is not one of {', '.join(ACCEPTANCE)}")
+        self.verify_kw: dict[str, Any] = {"acceptance": self.acceptance}
+        if self.acceptance == "typical":
+            self.lossless = False  # an instance attribute: typical acceptance changes the output
+            self.verify_kw.update(
+                temperature=float(params.get("temperature", 0.7)),
+                posterior_threshold=float(params.get("posterior_threshold", 0.09)),
+                posterior_alpha=float(params.get("posterior_alpha", 0.3)),
+            )
 
     @abstractmethod
     def propose(self, state: TreeState) -> Draft | None:
@@ -383,10 +515,21 @@ class TreeDecoder(Decoder):
     def start(self, state: TreeState) -> None:
         """Hook called once per batch after the prefill (initialise `state.data`)."""
 
+    def verified(self, state: TreeState) -> None:
+        """Hook called after every verification forward, `state.last` holding its result, before finished rows
+        are pruned (e.g. to record what every row saw, its last step included)."""
+
+    def row_extra(self, n: int) -> dict[str, list[Any]]:
+        """Hook called once per batch at the end: per-row values (lists of `n`, in prompt order) added to each
+        result's `extra` (e.g. a scheduler's tree choice per step)."""
+        return {}
+
     def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache):
+        """(logits, hidden state) at the prompt's last position, the extra rows' logits, all prompt hidden
+        states (`needs_prompt_hidden`)."""
         extras = self.prefill_extra_embeds(ids, mask)
         padded = bool((mask == 0).any())
-        hid = self.needs_hidden
+        hid = self.needs_hidden or self.needs_prompt_hidden
         if extras is None:
             out = self.model(
                 input_ids=ids,
@@ -396,7 +539,9 @@ class TreeDecoder(Decoder):
                 logits_to_keep=1,
                 output_hidden_states=hid,
             )
-            return out.logits[:, -1], out.hidden_states[-1][:, -1] if hid else None, None
+            h = out.hidden_states[-1] if hid else None
+            prompt_h = h if self.needs_prompt_hidden else None
+            return out.logits[:, -1], h[:, -1] if hid else None, None, prompt_h
         e = extras.shape[1]
         tok = self.model.get_input_embeddings()(ids)
         steps = torch.arange(1, e + 1, device=pos.device)
@@ -409,7 +554,9 @@ class TreeDecoder(Decoder):
             output_hidden_states=hid,
         )
         crop_cache(cache, e)
-        return out.logits[:, 0], out.hidden_states[-1][:, -e - 1] if hid else None, out.logits[:, 1:]
+        h = out.hidden_states[-1] if hid else None
+        prompt_h = h[:, : ids.shape[1]] if self.needs_prompt_hidden else None
+        return out.logits[:, 0], h[:, -e - 1] if hid else None, out.logits[:, 1:], prompt_h
 
     @torch.inference_mode()
     def generate(
@@ -427,7 +574,7 @@ class TreeDecoder(Decoder):
         cache = DynamicCache(config=self.model.config)
 
         t0 = time.perf_counter()
-        last_logits, last_hidden, extra_logits = self._prefill(ids, mask, pos, cache)
+        last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache)
         root = last_logits.argmax(-1)
         t1 = time.perf_counter()
         ctx = TreeContext(cache=cache, kv_mask=mask.bool(), root=root, root_pos=pos[:, -1] + 1)
@@ -440,6 +587,7 @@ class TreeDecoder(Decoder):
             last_logits=last_logits,
             last_hidden=last_hidden,
             prefill_extra_logits=extra_logits,
+            prompt_hidden=prompt_hidden,
             step=1,
         )
         self.start(state)
@@ -469,6 +617,8 @@ class TreeDecoder(Decoder):
                 pad_small_chunks=pad_small,
                 return_logits=self.needs_logits,
                 return_hidden=self.needs_hidden,
+                allowed=draft.allowed,
+                **self.verify_kw,
             )
             emitted, n_draft, n_rows = res.emitted(), draft.buffers.num_nodes - 1, res.chunk_rows
             for h, e in zip(state.history, emitted):
@@ -477,5 +627,7 @@ class TreeDecoder(Decoder):
             if self.needs_hidden:
                 rows = torch.arange(ctx.batch_size, device=device)
                 state.last_hidden = res.hidden[rows, res.num_accepted]
+            self.verified(state)
         t2 = time.perf_counter()
-        return tracker.results(prompts, accepted, (t0, t1, t2), {"drafted": drafted, "chunk_rows": chunk_rows})
+        extra = {"drafted": drafted, "chunk_rows": chunk_rows, **self.row_extra(n)}
+        return tracker.results(prompts, accepted, (t0, t1, t2), extra)

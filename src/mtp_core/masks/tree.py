@@ -19,17 +19,26 @@ For the worked example of the reference (`[[0], [0, 0], [1], [0, 1]]`) this give
 
 `ancestor_mask` and `chunk_attention_mask` are the generic pieces the verification forward uses for any chunk
 whose rows form a forest given by parent pointers (tree nodes, extra probing positions, padding rows).
+
+Published trees (`published_tree`, vendored in `published_trees.json`): Medusa's and Hydra's default
+`mc_sim_7b_63` (63 nodes) and Hydra's `single`. `TreeBuffers.levels` lists, per depth, the parents that have
+children and each child's parent and rank: what a drafter that conditions on the parent's path (Hydra's grounded
+heads) expands depth by depth; `hydra_extras` gives Hydra's `generate_hydra_buffers` extras from them (parity).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
 
 import torch
 
 MEDUSA_TOPK = 10  # Medusa's TOPK: ranks >= 10 are not representable in its tree_indices
+PUBLISHED_TREES_FILE = Path(__file__).with_name("published_trees.json")
 
 
 def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
@@ -91,6 +100,37 @@ class TreeBuffers:
     def medusa_attn_mask(self) -> torch.Tensor:
         """The mask in Medusa's layout: float [1, 1, N, N] of 0/1."""
         return self.attn_mask.to(torch.float32)[None, None]
+
+    @cached_property
+    def levels(self) -> tuple[DepthLevel, ...]:
+        """Per depth d = 1 .. max_depth, the expansion from depth d - 1 (computed once per tree)."""
+        depth, out = self.position_ids, []
+        for d in range(1, self.max_depth + 1):
+            children = torch.nonzero(depth == d).flatten()
+            parent_of = self.parents[children]
+            parents = torch.unique(parent_of)  # sorted: node order
+            row = torch.searchsorted(parents, parent_of)
+            out.append(DepthLevel(parents, children, row, self.ranks[children], int(self.ranks[children].max()) + 1))
+        return tuple(out)
+
+    @cached_property
+    def chunk_layouts(self) -> dict[Any, Any]:
+        """Cache of the verification chunk layouts of this tree (`decoding.tree`), so that switching between
+        the trees of a bank recomputes nothing."""
+        return {}
+
+
+@dataclass(frozen=True)
+class DepthLevel:
+    """How depth d of a tree grows from depth d - 1: `parents` [P] the node ids at depth d - 1 that have children
+    (node order), `children` [C] the node ids at depth d, `parent_row` [C] the index of each child's parent in
+    `parents`, `ranks` [C] each child's rank, `k` = max rank + 1 (the top-k a drafter must read)."""
+
+    parents: torch.Tensor
+    children: torch.Tensor
+    parent_row: torch.Tensor
+    ranks: torch.Tensor
+    k: int
 
 
 def _buffers_from_parents(
@@ -206,3 +246,40 @@ def chunk_attention_mask(
     return torch.zeros(mask.shape, dtype=float_dtype, device=mask.device).masked_fill(
         ~mask, torch.finfo(float_dtype).min
     )
+
+
+@lru_cache(maxsize=1)
+def published_trees() -> dict[str, tuple[tuple[int, ...], ...]]:
+    """The vendored published trees by name (`published_trees.json`)."""
+    trees = json.loads(PUBLISHED_TREES_FILE.read_text())["trees"]
+    return {name: tuple(tuple(p) for p in paths) for name, paths in trees.items()}
+
+
+def published_tree(name: str) -> list[tuple[int, ...]]:
+    """The choices of a published tree (`mc_sim_7b_63`, `single`); a KeyError names the known ones."""
+    trees = published_trees()
+    if name not in trees:
+        raise KeyError(f"no published tree {name!r} (known: {', '.join(sorted(trees))})")
+    return list(trees[name])
+
+
+def hydra_extras(buffers: TreeBuffers) -> dict[str, list]:
+    """Hydra's extras of `generate_hydra_buffers` (zankner/Hydra `hydra/model/utils.py`), for parity checks:
+    `max_accepts` (per retrieve row, the depth of its leaf), `beam_sizes` (per depth, the most children a parent
+    has), `children_per_head` (per depth d = 0 .. D-1, the child counts of the depth-d nodes that have children,
+    in node order) and `children_to_expand_per_head` (for the same parents, how many of their children have
+    children themselves)."""
+    has_child = torch.zeros(buffers.num_nodes, dtype=torch.bool)
+    has_child[buffers.parents[1:]] = True
+    per_head, expand = [], []
+    for level in buffers.levels:
+        counts = torch.bincount(level.parent_row, minlength=level.parents.numel())
+        grand = torch.bincount(level.parent_row, weights=has_child[level.children].double(), minlength=counts.numel())
+        per_head.append(counts.tolist())
+        expand.append(grand.long().tolist())
+    return {
+        "max_accepts": ((buffers.retrieve_indices >= 0).sum(1) - 1).tolist(),
+        "beam_sizes": [max(c) for c in per_head],
+        "children_per_head": per_head,
+        "children_to_expand_per_head": expand,
+    }

@@ -1,0 +1,240 @@
+"""Paper 5's tables and figures from the result files (§6 Table 1, App. B Table 2, Figs. 1-5).
+
+* **Table 1**: per task and method: tok/s (bench protocol: tokens over the sum of per-prompt median seconds,
+  prefill included; the paper averages per-prompt tok/s), speedup over greedy measured in the same job ("×
+  vanilla") and modeled (the tree core's cost table on the job's first prompt: verification only, drafting not
+  priced), τ = mean accept length per step (bonus excluded, the paper's; mean ± stderr over prompts), tokens per
+  step (bonus included, Spec-Bench's), tokens per forward (prefill counted, paper 3's), drafted nodes per step,
+  the share of steps on the largest tree used (EntMTPτ's aggressive tree), identical-to-greedy fraction, whether the
+  simulation predicted every prompt's forwards, and n.
+* **Table 2**: per task, frontier trees near the requested sizes with their search cap D, biased (the what-if
+  probe at the smaller tree's step starts) and self (own rollout) mean accept, and per task max |Δ| and
+  Kendall's tau over every re-scored tree.
+* **Figures**: 1, 4, 5: the acceptance frontier of one task (history rows per depth cap, the global Pareto
+  frontier, self values, the published default); 2 (and the second panels of 4, 5): the throughput frontier
+  (modeled tok/s per candidate tree by depth cap, the hull, EntMTP*, the default); 3: (a) Pearson r of the
+  regime features against the accept length, per task, (b) the classifier's AUROC per task.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ...io import read_jsonl
+from ...report.figures import save_figure, style
+from ...report.tables import Table
+from ...results import samples_path
+from .regimes import FEATURES
+
+
+def _json(path: str | os.PathLike) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _mean_err(values: Sequence[float]) -> tuple[float | None, float | None]:
+    v = [x for x in values if x is not None and not math.isnan(x)]
+    if not v:
+        return None, None
+    return float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
+
+
+def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Table:
+    """`rows`: `plan.table1_rows`; `checks`: task -> its decoding job's simulation check file."""
+    out = []
+    for r in rows:
+        res = _json(r["path"])
+        stats = res["decode_stats"]
+        samples = list(read_jsonl(samples_path(r["path"])))
+        tau = [float(np.mean(np.array(s["accepted"][1:]) - 1)) if len(s["accepted"]) > 1 else 0.0 for s in samples]
+        per_step = [float(np.mean(s["accepted"][1:])) if len(s["accepted"]) > 1 else 1.0 for s in samples]
+        drafted = [d for s in samples for d in (s.get("extra", {}).get("drafted") or [])[1:]]
+        largest = max(drafted) if drafted else None
+        check = _json(checks[r["task"]]) if Path(checks[r["task"]]).is_file() else {"methods": {}}
+        sim = check["methods"].get(r["method"])
+        m_tau, e_tau = _mean_err(tau)
+        m_step, e_step = _mean_err(per_step)
+        out.append(
+            {
+                "task": r["task_title"],
+                "method": r["title"],
+                "tok/s": stats.get("tokens_per_s"),
+                "× vanilla": stats.get("speedup_vs_greedy"),
+                "modeled × greedy": stats.get("modeled_speedup_vs_greedy"),
+                "τ (bonus excl.)": m_tau,
+                "τ stderr": e_tau,
+                "tokens/step": m_step,
+                "tokens/step stderr": e_step,
+                "tokens/forward": stats["tokens_per_forward"]["mean"],
+                "drafted nodes/step": float(np.mean(drafted)) if drafted else 0.0,
+                "largest-tree share": float(np.mean([d == largest for d in drafted])) if drafted else None,
+                "identical": stats.get("identical_fraction"),
+                "simulated = actual": None if sim is None else bool(sim["equal"]),
+                "n": res["n"],
+            }
+        )
+    data = pd.DataFrame(out)
+    return Table(
+        data,
+        pm={"τ (bonus excl.)": "τ stderr", "tokens/step": "tokens/step stderr"},
+        digits={"tok/s": 2, "× vanilla": 3, "modeled × greedy": 3, "n": 0},
+    )
+
+
+def table2(paths: Mapping[str, tuple[str, str]], titles: Mapping[str, str], nodes: Sequence[int]) -> Table:
+    """`paths`: task -> (search.json, self.json)."""
+    out = []
+    for task, (_, self_path) in paths.items():
+        data = _json(self_path)
+        rows = sorted((r for r in data["rows"] if r["biased"] is not None), key=lambda r: r["n_nodes"])
+        picked: list[dict] = []
+        for n in nodes:
+            below = [r for r in rows if r["n_nodes"] <= n]
+            if below and below[-1] not in picked:
+                picked.append(below[-1])
+        for r in picked:
+            out.append(
+                {
+                    "task": titles[task],
+                    "n": r["n_nodes"],
+                    "D": r["depth"],
+                    "biased": r["biased"],
+                    "self": r["self"],
+                    "Δ (self - biased)": r["self"] - r["biased"],
+                    "max |Δ| (all frontier trees)": data.get("max_abs_delta"),
+                    "Kendall τ (all)": data.get("kendall_tau"),
+                    "frontier trees": data.get("n_trees"),
+                }
+            )
+    return Table(pd.DataFrame(out), digits={"n": 0, "D": 0, "frontier trees": 0})
+
+
+# -------------------------------------------------------------------------------------------------- figures
+
+
+def _figure(width: float, height: float, panels: int, **kw: Any) -> tuple[Figure, list]:
+    with style():
+        fig = Figure(figsize=(width, height), layout="constrained")
+        return fig, list(np.atleast_1d(fig.subplots(1, panels, **kw)))
+
+
+def _acceptance_panel(ax, search: dict, self_data: dict, title: str) -> None:
+    with style():
+        for d, rows in search["per_depth_history"].items():
+            if rows:
+                ax.plot([r["n_nodes"] for r in rows], [r["mean_accept"] for r in rows], lw=1, label=f"D = {d}")
+        searched = [r for r in self_data["rows"] if r["biased"] is not None]
+        if searched:
+            xs = [r["n_nodes"] for r in searched]
+            ax.plot(xs, [r["biased"] for r in searched], "k--", lw=0.8, label="Pareto (biased)")
+            ax.scatter(xs, [r["self"] for r in searched], marker="x", color="k", s=14, label="self rollout")
+        for r in self_data["rows"]:
+            if r["biased"] is None:
+                ax.scatter([r["n_nodes"]], [r["self"]], marker="*", s=60, color="tab:red", label=r["id"])
+        ax.set_xscale("log")
+        ax.set_xlabel("draft nodes")
+        ax.set_ylabel("mean accept length (bonus excl.)")
+        ax.set_title(title)
+        ax.legend(fontsize=6)
+
+
+def _throughput_panel(ax, thr: dict, title: str) -> None:
+    with style():
+        rows = thr["rows"]
+        by_depth: dict[Any, list[dict]] = {}
+        for r in rows:
+            if r.get("biased") is not None:
+                by_depth.setdefault(r["depth"], []).append(r)
+        for d, rs in sorted(by_depth.items()):
+            rs = sorted(rs, key=lambda r: r["n_nodes"])
+            ax.plot(
+                [r["n_nodes"] for r in rs],
+                [r["modeled_tokens_per_s"] for r in rs],
+                "--",
+                marker="o",
+                ms=3,
+                lw=0.8,
+                label=f"D = {d}",
+            )
+        hull = [r for r in rows if r["id"] in thr["hull"]]
+        hull.sort(key=lambda r: r["n_nodes"])
+        ax.plot([r["n_nodes"] for r in hull], [r["modeled_tokens_per_s"] for r in hull], "k-", lw=1.2, label="hull")
+        best = next(r for r in rows if r["id"] == thr["best"])
+        ax.scatter(
+            [best["n_nodes"]],
+            [best["modeled_tokens_per_s"]],
+            s=50,
+            facecolors="none",
+            edgecolors="k",
+            label=f"EntMTP* ({best['n_nodes']} nodes)",
+        )
+        for r in rows:
+            if r.get("biased") is None:
+                ax.scatter(
+                    [r["n_nodes"]], [r["modeled_tokens_per_s"]], marker="*", s=60, color="tab:red", label=r["id"]
+                )
+        ax.axhline(thr["greedy"]["modeled_tokens_per_s"], color="grey", lw=0.8, ls=":", label="greedy")
+        ax.set_xscale("log")
+        ax.set_xlabel("draft nodes")
+        ax.set_ylabel("modeled tokens / s (prefill incl.)")
+        ax.set_title(title)
+        ax.legend(fontsize=6)
+
+
+def frontier_figure(
+    kind: str, files: Mapping[str, str], title: str, png: str | os.PathLike, pdf: str | os.PathLike
+) -> None:
+    """`kind`: acceptance (Fig. 1), throughput (Fig. 2) or both (Figs. 4-5, two panels)."""
+    panels = ["acceptance", "throughput"] if kind == "both" else [kind]
+    fig, axes = _figure(4.5 * len(panels), 3.4, len(panels))
+    for a, p in zip(axes, panels):
+        if p == "acceptance":
+            _acceptance_panel(a, _json(files["search"]), _json(files["self"]), f"{title}: acceptance frontier")
+        else:
+            _throughput_panel(a, _json(files["throughput"]), f"{title}: throughput frontier")
+    save_figure(fig, png, pdf)
+
+
+def regimes_figure(
+    summaries: Mapping[str, dict], titles: Mapping[str, str], png: str | os.PathLike, pdf: str | os.PathLike
+) -> None:
+    """Fig. 3: (a) Pearson r heatmap (tasks x features), (b) AUROC per task."""
+    fig, (a, b) = _figure(9.0, 3.2, 2, width_ratios=[3, 1])
+    tasks = list(summaries)
+    with style():
+        grid = np.array(
+            [
+                [
+                    np.nan if (summaries[t] or {}).get("pearson", {}).get(f) is None else summaries[t]["pearson"][f]
+                    for f in FEATURES
+                ]
+                for t in tasks
+            ],
+            dtype=float,
+        )
+        im = a.imshow(grid, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        a.set_xticks(range(len(FEATURES)), [f.replace("_", " ") for f in FEATURES], rotation=30, ha="right")
+        a.set_yticks(range(len(tasks)), [titles[t] for t in tasks])
+        a.grid(False)
+        for i in range(len(tasks)):
+            for j in range(len(FEATURES)):
+                if not np.isnan(grid[i, j]):
+                    a.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6)
+        fig.colorbar(im, ax=a, shrink=0.8, label="Pearson r (next accept length)")
+        a.set_title("(a) regime features vs accept length")
+        auc = [((summaries[t] or {}).get("classifier") or {}).get("auroc") for t in tasks]
+        b.bar(range(len(tasks)), [np.nan if v is None else v for v in auc], color="tab:blue")
+        b.axhline(0.5, color="grey", lw=0.8, ls=":")
+        b.set_xticks(range(len(tasks)), [titles[t] for t in tasks], rotation=30, ha="right")
+        b.set_ylim(0, 1)
+        b.set_ylabel("AUROC (held-out trajectories)")
+        b.set_title("(b) low-acceptance classifier")
+    save_figure(fig, png, pdf)

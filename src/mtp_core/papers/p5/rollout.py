@@ -1,0 +1,133 @@
+"""The paper's union-tree rollout engine (§3.1 Algorithm 1 and §3.1.1 as entmtp `optimize_greedy_trees.py` and
+`pareto_self_rollouts.py` run them), for temperature > 0 and the paper scale, where the offline rank tables of
+`frontier` are not exact (under typical acceptance the text depends on the tree).
+
+One search iteration decodes every calibration prompt once with the union tree T u F(T): the heads draft all of
+it, the verifier runs it in one forward, and only T's nodes may be accepted (`allowed`: the reference's
+`max_accepts`), so the trajectory is T's. After each verification every candidate f is scored post hoc from the
+same verifier outputs: C_f = T u {f} accepts the deepest node of C_f whose path passes the acceptance rule
+(`TreeVerifyResult.node_ok`, computed for every node, allowed or not). A what-if accept is capped, like the
+offline simulation's, so that the bonus token stays within the generation budget. `self_rollout` decodes a
+tree on its own (the debiasing's canonical rollout). At temperature 0 with greedy acceptance both equal the
+offline engine's numbers (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...decoding.tree import Draft, TreeState, accepted_nodes
+from ...masks.tree import tree_buffers
+from ...models import LoadedModel
+from .bank import BankTree, Paths, canonical
+from .decoders import HeadsTreeDecoder
+from .drafting import HydraStep, MedusaStep
+from .frontier import frontier_nodes
+
+
+class UnionRolloutDecoder(HeadsTreeDecoder):
+    """Decodes with T u candidates, accepting within T, scoring every candidate (module docstring; not
+    registered: the search drives it). Params: `heads`, `tree` (T), `candidates` (paths, each outside T)."""
+
+    PARAMS = ("tree", "candidates")
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
+        super().__init__(model, tokenizer, **params)
+        base = canonical(params["tree"])
+        self.cands = [tuple(c) for c in params["candidates"]]
+        union = canonical(set(base) | set(self.cands))
+        self.tree = BankTree("union", union, tree_buffers(union))
+        self.check_tree(self.tree, "the union tree")
+        node_of = {p: i + 1 for i, p in enumerate(union)}
+        allowed = torch.zeros(len(union) + 1, dtype=torch.bool)
+        allowed[[0, *(node_of[p] for p in base)]] = True
+        self.allowed = allowed
+        self.cand_nodes = torch.tensor([node_of[c] for c in self.cands], dtype=torch.long)
+        self.sums = np.zeros(len(self.cands))
+        self.own_sum, self.steps = 0.0, 0
+        self._cap: torch.Tensor | None = None
+
+    def choose(self, state: TreeState, step: MedusaStep | HydraStep) -> tuple[BankTree, float | None]:
+        return self.tree, None
+
+    def propose(self, state: TreeState) -> Draft:
+        draft = super().propose(state)
+        draft.allowed = self.allowed
+        self._cap = torch.tensor([r - 1 for r in state.remaining()]).clamp(min=0)
+        return draft
+
+    def verified(self, state: TreeState) -> None:
+        res, b = state.last, self.tree.buffers
+        depth = b.position_ids.to(res.node_ok.device)
+        acc = accepted_nodes(res.node_ok, b) & (depth[None] <= self._cap.to(depth.device)[:, None])
+        own = res.num_accepted.clamp(max=self._cap.to(res.num_accepted.device))
+        reach = torch.where(acc[:, self.cand_nodes.to(acc.device)], depth[self.cand_nodes.to(depth.device)], 0)
+        cand = torch.maximum(own[:, None], reach)
+        self.sums += cand.sum(0).cpu().numpy()
+        self.own_sum += float(own.sum())
+        self.steps += int(own.numel())
+
+
+def union_iteration(
+    loaded: LoadedModel,
+    heads: Any,
+    prompts: Sequence[Sequence[int]],
+    tree: Paths,
+    candidates: Sequence[tuple[int, ...]],
+    max_new_tokens: int,
+    batch_size: int = 1,
+    **decode: Any,
+) -> tuple[float, list[float], int]:
+    """One rollout of T u candidates: T's own mean accept, each candidate's what-if mean, the steps."""
+    dec = UnionRolloutDecoder(loaded.model, loaded.tokenizer, heads=heads, tree=tree, candidates=candidates, **decode)
+    dec.generate_all(prompts, max_new_tokens, loaded.stop_criteria(), batch_size=batch_size)
+    n = max(1, dec.steps)
+    return dec.own_sum / n, (dec.sums / n).tolist(), dec.steps
+
+
+def rollout_search(
+    loaded: LoadedModel,
+    heads: Any,
+    prompts: Sequence[Sequence[int]],
+    depth_cap: int,
+    stop_at: int,
+    max_new_tokens: int,
+    max_children: int = 10,
+    **decode: Any,
+) -> list[dict]:
+    """Algorithm 1 for one depth cap with one union rollout per addition (the history rows of
+    `frontier.greedy_search`)."""
+    tree: set[tuple[int, ...]] = {(0,)}
+    rows = []
+    while len(tree) < stop_at:
+        cands = frontier_nodes(tree, depth_cap, max_children)
+        if not cands:
+            break
+        own, means, steps = union_iteration(loaded, heads, prompts, canonical(tree), cands, max_new_tokens, **decode)
+        best = max(range(len(cands)), key=lambda i: (means[i], -sum(cands[i]), -len(cands[i]), -i))
+        tree.add(cands[best])
+        rows.append(
+            {
+                "depth": depth_cap,
+                "n_nodes": len(tree),
+                "mean_accept": means[best],
+                "added_node": list(cands[best]),
+                "improvement": means[best] - own,
+                "tree": [list(p) for p in canonical(tree)],
+                "n_steps": steps,
+                "n_skipped": 0,
+            }
+        )
+    return rows
+
+
+def self_rollout(
+    loaded: LoadedModel, heads: Any, prompts: Sequence[Sequence[int]], tree: Paths, max_new_tokens: int, **decode: Any
+) -> float:
+    """A tree's own mean accept (the debiasing's canonical rollout: its proposal, mask and cache update)."""
+    own, _, _ = union_iteration(loaded, heads, prompts, tree, [], max_new_tokens, **decode)
+    return own

