@@ -327,6 +327,8 @@ class TreeState:
     last_hidden: torch.Tensor | None = None  # [B, H] hidden state there (decoders with needs_hidden)
     last: TreeVerifyResult | None = None  # the previous verification (None right after the prefill)
     prefill_extra_logits: torch.Tensor | None = None  # [B, E, V] logits of extra rows appended to the prompt
+    prompt_hidden: torch.Tensor | None = None  # [B, L, H] post-norm hidden states of the (left-padded) prompt
+    #                                            (decoders with needs_prompt_hidden; a drafter may drop it)
     step: int = 0  # forwards so far, the prefill included
     data: dict[str, Any] = field(default_factory=dict)  # drafter state; batch-first tensors/lists are pruned
 
@@ -348,11 +350,15 @@ class TreeState:
             self.last.select(keep)
         if self.prefill_extra_logits is not None:
             self.prefill_extra_logits = self.prefill_extra_logits[keep.to(dev)]
+        if self.prompt_hidden is not None:
+            self.prompt_hidden = self.prompt_hidden[keep.to(self.prompt_hidden.device)]
         for k, v in self.data.items():
             if isinstance(v, torch.Tensor) and v.dim() > 0:
                 self.data[k] = v[keep.to(v.device)]
             elif isinstance(v, list):
                 self.data[k] = [v[i] for i in idx]
+            elif callable(getattr(v, "select", None)):  # drafter state with its own rows (e.g. head caches)
+                v.select(keep)
 
 
 class TreeDecoder(Decoder):
@@ -360,7 +366,10 @@ class TreeDecoder(Decoder):
 
     Subclasses implement `propose(state) -> Draft | None` (None: a plain one-token step) and may override
     `prefill_extra_embeds` to append probe rows (e.g. mask tokens) to the prompt forward; their logits reach the
-    drafter as `state.prefill_extra_logits`. Common params: `prune_finished` (default True),
+    drafter as `state.prefill_extra_logits`. `needs_hidden` fills `state.last_hidden` and the accepted path's
+    hidden states (`state.last.hidden`), `needs_prompt_hidden` those of every prompt position
+    (`state.prompt_hidden`); values in `state.data` with a `select(rows)` method keep their rows when finished
+    rows are pruned. Common params: `prune_finished` (default True),
     `pad_small_chunks` (default True: chunks of 2-3 rows are padded to 4, a measured CPU fast path).
     Results: `accepted[i]` = tokens emitted by forward i (prefill 1); `extra["drafted"][i]` = draft rows
     (tree nodes besides the root, extra rows excluded) verified by forward i; `extra["chunk_rows"][i]` = rows
@@ -370,6 +379,7 @@ class TreeDecoder(Decoder):
     lossless = True
     PARAMS = ("prune_finished", "pad_small_chunks")
     needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
+    needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden (every prompt position, e.g. MTP heads)
     needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
 
     @abstractmethod
@@ -386,7 +396,8 @@ class TreeDecoder(Decoder):
     def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache):
         extras = self.prefill_extra_embeds(ids, mask)
         padded = bool((mask == 0).any())
-        hid = self.needs_hidden
+        hid = self.needs_hidden or self.needs_prompt_hidden
+        prompt = slice(0, ids.shape[1])
         if extras is None:
             out = self.model(
                 input_ids=ids,
@@ -396,7 +407,8 @@ class TreeDecoder(Decoder):
                 logits_to_keep=1,
                 output_hidden_states=hid,
             )
-            return out.logits[:, -1], out.hidden_states[-1][:, -1] if hid else None, None
+            full = out.hidden_states[-1] if hid else None
+            return out.logits[:, -1], None if full is None else full[:, -1], None, self._prompt_part(full, prompt)
         e = extras.shape[1]
         tok = self.model.get_input_embeddings()(ids)
         steps = torch.arange(1, e + 1, device=pos.device)
@@ -409,7 +421,12 @@ class TreeDecoder(Decoder):
             output_hidden_states=hid,
         )
         crop_cache(cache, e)
-        return out.logits[:, 0], out.hidden_states[-1][:, -e - 1] if hid else None, out.logits[:, 1:]
+        full = out.hidden_states[-1] if hid else None
+        last = None if full is None else full[:, -e - 1]
+        return out.logits[:, 0], last, out.logits[:, 1:], self._prompt_part(full, prompt)
+
+    def _prompt_part(self, full: torch.Tensor | None, prompt: slice) -> torch.Tensor | None:
+        return full[:, prompt] if full is not None and self.needs_prompt_hidden else None
 
     @torch.inference_mode()
     def generate(
@@ -427,7 +444,7 @@ class TreeDecoder(Decoder):
         cache = DynamicCache(config=self.model.config)
 
         t0 = time.perf_counter()
-        last_logits, last_hidden, extra_logits = self._prefill(ids, mask, pos, cache)
+        last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache)
         root = last_logits.argmax(-1)
         t1 = time.perf_counter()
         ctx = TreeContext(cache=cache, kv_mask=mask.bool(), root=root, root_pos=pos[:, -1] + 1)
@@ -440,6 +457,7 @@ class TreeDecoder(Decoder):
             last_logits=last_logits,
             last_hidden=last_hidden,
             prefill_extra_logits=extra_logits,
+            prompt_hidden=prompt_hidden,
             step=1,
         )
         self.start(state)

@@ -7,6 +7,7 @@ weight fingerprint); `load_heads` rebuilds it and refuses a trunk whose fingerpr
 The embedding and output head stay the trunk's: heads read them at call time and never store them.
 """
 
+from . import deepseek  # noqa: F401  (registers arch deepseek_mtp)
 from .store import (
     FORMAT,
     DraftHeads,
