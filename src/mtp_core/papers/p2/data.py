@@ -123,4 +123,4 @@ class FeatureCache:
         return cls(path, meta, np.load(path / FEATURES, mmap_mode="r"))
 
     def rows(self, start: int, size: int) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(self.data[start : start + size]))
+        return torch.from_numpy(np.array(self.data[start : start + size], dtype=np.float32))
