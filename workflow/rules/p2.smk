@@ -122,7 +122,7 @@ for _exp in p2_speed_experiments():
             results=p2plan.speed_outputs(config, _exp),
         params:
             experiment=_exp,
-            main=p2plan.speed_main(config, _exp),
+            trunks=p2plan.speed_trunks(config, _exp),
             decoders=p2plan.speed_decoders(config, _exp),
             baseline=p2plan.speed_baseline(config, _exp),
             prompt_sets=p2plan.prompt_sets(config),

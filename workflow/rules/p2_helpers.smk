@@ -33,6 +33,7 @@ def p2_train_inputs(wildcards):
         inputs["features"] = p2plan.feature_dir(key)
     if plan.extend:
         inputs["source"] = p2plan.run_model(plan.extend["from"])
+        inputs["trunk"] = p2_trunk_input(p2plan.main_of(config, wildcards.run))
     return inputs
 
 
@@ -75,13 +76,14 @@ def p2_acceptance_inputs(wildcards):
 
 def p2_base_of(run):
     """The untrained trunk of a run that trained its trunk (its KL(base ‖ main)), else None."""
-    return p2plan.run_plan(config, run).model if p2plan.is_run(config, p2plan.main_of(config, run)) else None
+    trained = p2plan.is_run(config, p2plan.main_of(config, run))
+    return p2plan.run_plan(config, run).model if trained and p2plan.pretrained_base(config) else None
 
 
 def p2_speed_inputs(experiment):
     rows = p2plan.speed_rows(config, experiment)
     return {
-        "model": p2_trunk_input(p2plan.speed_main(config, experiment)),
+        "models": [f for m in p2plan.speed_mains(config, experiment) for f in p2_trunk_input(m)],
         "prompts": [prompt_file(ps) for ps in p2plan.prompt_sets(config)],
         "runs": sorted({p2plan.run_model(r["run"]) for r in rows}),
     }

@@ -2,8 +2,9 @@
 bench protocol, plus the speedup vs the baseline row, the decoded head counters and the modeled speed
 (`mtp_core.papers.p2.speed`).
 
-snakemake.input:   model (the rows' trunk), prompts (one file per prompt set), runs (the rows' exports)
-snakemake.params:  experiment, main (the rows' trunk), decoders {label: params} (greedy first), baseline (a row label), prompt_sets,
+snakemake.input:   models (the rows' trunks), prompts (one file per prompt set), runs (the rows' exports)
+snakemake.params:  experiment, trunks {label: main}, decoders {label: params} (greedy of each trunk first), baseline (a row
+                   label), prompt_sets,
                    speed (papers.p2.speed), bench {warmup, repeats, threads}
 snakemake.output:  results (one JSON per decoder, in decoders order)
 """
@@ -19,8 +20,9 @@ speed = smk.params.speed
 sets = {ps: speed["per_set"] for ps in smk.params.prompt_sets}
 rows = [{**r, "category": ps} for ps, rs in prompt_rows(smk.input.prompts, sets, single_turn=True).items() for r in rs]
 decoders = dict(smk.params.decoders)
+by_main = {m: load_main(smk.config, m) for m in dict.fromkeys(smk.params.trunks.values())}
 speed_job(
-    load_main(smk.config, smk.params.main),
+    {label: by_main[m] for label, m in smk.params.trunks.items()},
     rows,
     decoders,
     list(smk.output.results),

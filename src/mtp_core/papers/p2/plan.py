@@ -5,8 +5,9 @@ Names (derived here only):
 
 * **Runs.** `papers.p2.runs.<name>` overrides the shared `model`, `dataset`, `method` (P2Config keys) and `train`
   (TrainConfig keys), merged key by key. `extend: {from, new_heads, group, source}` makes a looped-extension run
-  (§3.3): the source run's heads plus `new_heads` copies, trained on the source's frozen trunk with the source's
-  merged method (the run's own `method` keys override it).
+  (§3.3): the source run's heads plus `new_heads` copies, trained on the source's trunk (its base model, or the
+  trunk it trained), frozen with the old heads, with the source's merged method (the run's own `method` keys
+  override it; `trunk` is always frozen).
 * **Mains.** The trunk a run decodes with: its base model (a frozen trunk) or the run itself (a trained trunk,
   `results/models/p2/<run>/model`). Run names may not equal model names, so the two never collide.
 * **Settings** `h<D>`: decoding with D drafts, for every D of `depths` (each run's K and the `loops`), on every
@@ -83,6 +84,7 @@ def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
         src = run_plan(config, ext["from"], (*_seen, run))
         method = deep_merge(src.method, r.get("method"))
         method["num_heads"] = int(src.method.get("num_heads", 1)) + int(ext["new_heads"])
+        method.update(trunk="frozen", trunk_layers=0)  # the trunk (the source's, trained or not) and old heads freeze
         model, dataset = src.model, src.dataset
         ext = {"source": "latest", "group": None, **ext}
     else:
@@ -195,6 +197,7 @@ def run_settings(config: dict, run: str) -> dict:
         {
             "model": model_spec(config, plan.model),
             "base_dir": model_dir(config, plan.model),
+            "trunk_dir": run_model(main) if plan.extend and is_run(config, main := main_of(config, run)) else None,
             "shards": shards_index(plan.dataset),
             "features": feature_dir(key) if key else None,
             "extend": extend,
@@ -267,8 +270,8 @@ def speed_label(run: str, depth: int) -> str:
 
 
 def speed_rows(config: dict, experiment: str) -> list[dict[str, Any]]:
-    """The bench rows of a speed experiment (after greedy): {label, run, depth, title}; Fig. 4: every run at its
-    K; Fig. 5 / Table 8: the listed (run, depth) strategies. The baseline row is among them."""
+    """The `mtp-spec` rows of a speed experiment: {label, run, depth, title, main}; Fig. 4: every run at its K;
+    Fig. 5 / Table 8: the listed (run, depth) strategies. The baseline row is among them."""
     spec = experiment_spec(config, experiment)
     rows = spec.get("rows") or [{"run": r} for r in spec.get("runs", [])]
     out = []
@@ -276,31 +279,46 @@ def speed_rows(config: dict, experiment: str) -> list[dict[str, Any]]:
         k = num_heads(config, r["run"])
         depth = int(r.get("depth") or k)
         title = r.get("title") or run_plan(config, r["run"]).title
-        out.append({"label": speed_label(r["run"], depth), "run": r["run"], "depth": depth, "title": title})
+        main = main_of(config, r["run"])
+        out.append(
+            {"label": speed_label(r["run"], depth), "run": r["run"], "depth": depth, "title": title, "main": main}
+        )
     return out
 
 
-def speed_main(config: dict, experiment: str) -> str:
-    """The trunk every row of a speed experiment decodes with (`check`: one for all rows)."""
-    return main_of(config, speed_rows(config, experiment)[0]["run"])
+def speed_mains(config: dict, experiment: str) -> list[str]:
+    """The trunks the rows decode with, in row order (runs that trained their trunks each bring their own)."""
+    return list(dict.fromkeys(r["main"] for r in speed_rows(config, experiment)))
+
+
+def greedy_label(config: dict, experiment: str, main: str) -> str:
+    """The greedy row of a trunk: `greedy` for the first (the bench's reference), `greedy-<main>` for others."""
+    return REFERENCE if main == speed_mains(config, experiment)[0] else f"{REFERENCE}-{main}"
 
 
 def speed_path(experiment: str, label: str) -> str:
     return f"{RESULTS}/decode/p2/speed/{experiment}/{label}.json"
 
 
-def speed_outputs(config: dict, experiment: str) -> list[str]:
-    return [speed_path(experiment, REFERENCE)] + [
-        speed_path(experiment, r["label"]) for r in speed_rows(config, experiment)
-    ]
-
-
 def speed_decoders(config: dict, experiment: str) -> dict[str, dict[str, Any]]:
-    """Bench label -> decoder parameters: greedy, then `mtp-spec` with each row's heads and depth."""
-    out: dict[str, dict[str, Any]] = {REFERENCE: {}}
+    """Bench label -> decoder parameters: a greedy row per trunk (the first is `greedy`), then `mtp-spec` with each
+    row's heads and depth."""
+    out: dict[str, dict[str, Any]] = {
+        greedy_label(config, experiment, m): {"decoder": REFERENCE} for m in speed_mains(config, experiment)
+    }
     for r in speed_rows(config, experiment):
         out[r["label"]] = {"decoder": "mtp-spec", "heads": heads_path(config, r["run"]), "num_drafts": r["depth"]}
     return out
+
+
+def speed_trunks(config: dict, experiment: str) -> dict[str, str]:
+    """Bench label -> the trunk it decodes with."""
+    out = {greedy_label(config, experiment, m): m for m in speed_mains(config, experiment)}
+    return out | {r["label"]: r["main"] for r in speed_rows(config, experiment)}
+
+
+def speed_outputs(config: dict, experiment: str) -> list[str]:
+    return [speed_path(experiment, label) for label in speed_decoders(config, experiment)]
 
 
 def speed_baseline(config: dict, experiment: str) -> str:
@@ -335,7 +353,7 @@ def experiment_inputs(config: dict, name: str) -> list[str]:
     if name in CURVE_FIGURES:
         return [run_record(r) for r in runs]
     if name == "fig6":
-        return [topn_path(section(config)["model"], "csv")]
+        return [topn_path(topn_main(config), "csv")]
     if name == "table3":
         return []
     if name == "table4":
@@ -344,10 +362,22 @@ def experiment_inputs(config: dict, name: str) -> list[str]:
     for r in runs:
         out += acceptance_outputs(config, r) + [validation_path(r)]
         out += [reference_path(main_of(config, r), ps) for ps in prompt_sets(config)]
-    if name in ("table2", "table5", "table6"):
+    if name in ("table2", "table5", "table6") and pretrained_base(config):
         model = section(config)["model"]
         out += [reference_path(model, ps) for ps in prompt_sets(config)]
     return list(dict.fromkeys(out))
+
+
+def pretrained_base(config: dict) -> bool:
+    """Whether the section's model is a pretrained base that trained trunks are compared with (identity of greedy
+    outputs, KL(base ‖ main)); not for a scratch model, whose runs train it from random weights."""
+    return config["models"][section(config)["model"]]["source"] != "scratch"
+
+
+def topn_main(config: dict) -> str:
+    """The trunk of Figure 6 (`figures.fig6.run`'s, else the section's model)."""
+    run = experiment_spec(config, "fig6").get("run")
+    return main_of(config, run) if run else section(config)["model"]
 
 
 def mains(config: dict, names: list[str] | None = None) -> list[str]:
@@ -356,8 +386,10 @@ def mains(config: dict, names: list[str] | None = None) -> list[str]:
     out = []
     for n in names:
         out += [main_of(config, r) for r in experiment_runs(config, n)]
-        if n in ("fig6", "table2", "table5", "table6"):
+        if n in ("table2", "table5", "table6") and pretrained_base(config):
             out.append(section(config)["model"])
+        if n == "fig6":
+            out.append(topn_main(config))
     return list(dict.fromkeys(out))
 
 
@@ -445,8 +477,6 @@ def check(config: dict) -> None:
         if ext:
             src = run_plan(config, ext["from"])
             k_src = int(src.method.get("num_heads", 1))
-            if src.trunk_trained or plan.trunk_trained:
-                raise ConfigError(f"{where}.extend: looped extension trains on a frozen trunk (trunk: frozen)")
             if not 1 <= int(ext.get("group") or k_src) <= k_src:
                 raise ConfigError(f"{where}.extend.group: {ext.get('group')} heads, run {ext['from']!r} has {k_src}")
         tc, _ = check_training(where, plan.train, launcher_settings(config, run))
@@ -479,8 +509,6 @@ def _check_experiments(config: dict, runs: dict) -> None:
                 raise ConfigError(f"papers.p2.{kind}.{name}: run {run!r} is not declared in papers.p2.runs")
         if name in SPEED_EXPERIMENTS and configured(config, name):
             rows = speed_rows(config, name)
-            if len({main_of(config, r["run"]) for r in rows}) != 1:
-                raise ConfigError(f"papers.p2.{kind}.{name}: every row must decode with the same trunk")
             if speed_baseline(config, name) not in {r["label"] for r in rows}:
                 raise ConfigError(f"papers.p2.{kind}.{name}.baseline: not among the rows at its own K")
         spec = experiment_spec(config, name)
@@ -528,17 +556,22 @@ def report_params(config: dict, name: str) -> dict[str, Any]:
         "spec": spec,
         "prompt_sets": list(prompt_sets(config)),
         "runs": {r: run_files(config, r) for r in experiment_runs(config, name)},
-        "base": {"model": model, "reference": {ps: reference_path(model, ps) for ps in prompt_sets(config)}},
+        "base": {
+            "model": model,
+            "reference": {ps: reference_path(model, ps) for ps in prompt_sets(config)}
+            if pretrained_base(config)
+            else None,
+        },
     }
     if name in SPEED_EXPERIMENTS:
         out["speed"] = {
             "rows": speed_rows(config, name),
             "paths": {r["label"]: speed_path(name, r["label"]) for r in speed_rows(config, name)},
-            "greedy": speed_path(name, REFERENCE),
             "baseline": speed_baseline(config, name),
         }
     if name == "fig6":
-        out["topn"] = topn_path(model, "csv")
+        out["topn"] = topn_path(topn_main(config), "csv")
+        out["base"]["model"] = topn_main(config)
     if name == "table3":
         out["model_spec"] = model_spec(config, model)
         out["model_dir"] = model_dir(config, model)

@@ -132,6 +132,8 @@ def car_ar_table(params: dict, csv: str, md: str) -> None:
 
 def _identical_to_base(params: dict, run: str) -> float | None:
     f = params["runs"][run]
+    if params["base"]["reference"] is None:
+        return None
     same = []
     for ps in params["prompt_sets"]:
         mine = {s["id"]: s["tokens"] for s in read_jsonl(samples_path(f["reference"][ps]))}
@@ -171,7 +173,7 @@ def main_head_table(params: dict, csv: str, md: str, with_ar: bool) -> None:
             "main_accuracy_stderr": err,
             "n_answers": n,
             "main_val_ce": val.get("loss_main"),
-            "kl_base_main": val.get("kl_base_main", 0.0),
+            "kl_base_main": 0.0 if f["main"] == params["base"]["model"] else val.get("kl_base_main"),
             "identical_to_base": ident,
             "head1_val_ce": val.get("ce@1"),
             "head1_val_agree": val.get("agree@1"),
@@ -181,7 +183,7 @@ def main_head_table(params: dict, csv: str, md: str, with_ar: bool) -> None:
             "K": f["heads"],
             f"main acc. (n={n})": MISSING if acc is None else f"{100 * acc:.1f} ± {100 * err:.1f}",
             "main val CE": f"{num['main_val_ce']:.4f}",
-            "KL(base‖main)": f"{num['kl_base_main']:.4f}",
+            "KL(base‖main)": MISSING if num["kl_base_main"] is None else f"{num['kl_base_main']:.4f}",
             "identical to base": pct(ident, 1),
         }
         if with_ar:

@@ -79,7 +79,7 @@ def _samples(path: str) -> list[dict]:
 
 
 def speed_job(
-    loaded: LoadedModel,
+    trunks: Mapping[str, LoadedModel],
     rows: Sequence[dict],
     decoders: Mapping[str, dict[str, Any]],
     outputs: Sequence[str],
@@ -92,10 +92,13 @@ def speed_job(
     scale: str,
     config_hash: str,
 ) -> dict[str, Any]:
-    """Bench greedy and the `mtp-spec` rows side by side, then add the paper's speedup, the decoded counters and
-    the modeled speed to each row's result (module docstring). `rows` carry their prompt set as category."""
+    """Bench the greedy rows (one per trunk) and the `mtp-spec` rows side by side, then add the paper's speedup,
+    the decoded counters and the modeled speed to each row's result (module docstring). `trunks[label]`: the
+    trunk the row decodes with; identity and the speed vs greedy are against its own trunk's greedy row. `rows`
+    carry their prompt set as category."""
+    first = trunks[REFERENCE]
     summary = decode_prompt_set(
-        loaded,
+        first,
         rows,
         decoders=dict(decoders),
         outputs=list(outputs),
@@ -108,42 +111,60 @@ def speed_job(
         warmup=bench["warmup"],
         repeats=bench["repeats"],
         paper="p2",
+        models={label: m for label, m in trunks.items() if m is not first},
     )
     speeds = {name: summary["decoders"][name] for name in decoders}
-    priced: dict[str, float] = {}
-    if modeled:
-        ids = loaded.encode(rows[0]["prompt"])
-        depth_max = max([int(p.get("num_drafts") or 1) for p in decoders.values() if p.get("decoder")] + [1])
-        main = calibrate_on_prompt(loaded.model, ids, max_rows=depth_max + 1)
-        head_cache: dict[str, dict[int, float]] = {}
-        for name, path in zip(decoders, outputs):
-            gens = _samples(path)
-            p = decoders[name]
-            if name == REFERENCE:
-                steps = sum(len(g["accepted"]) - 1 for g in gens)
-            else:
-                if p["heads"] not in head_cache:
-                    heads = load_heads(p["heads"], loaded.model)
-                    head_cache[p["heads"]] = head_costs(loaded.model, heads, ids, max_rows=2 * depth_max + 1)
-                d = int(p["num_drafts"])
-                steps = sum(modeled_steps(g["accepted"], d, main, head_cache[p["heads"]]) for g in gens)
-            priced[name] = sum(g["new_tokens"] for g in gens) / steps
+    samples = {name: _samples(path) for name, path in zip(decoders, outputs)}
+    own = {
+        label: next(g for g, p in decoders.items() if p["decoder"] == REFERENCE and trunks[g] is trunks[label])
+        for label in decoders
+    }
+    priced = _priced(trunks, rows, decoders, samples) if modeled else {}
     for name, path in zip(decoders, outputs):
         with open(path, encoding="utf-8") as f:
             result = json.load(f)
-        stats, row = result["decode_stats"], speeds[name]
+        stats, row, ref = result["decode_stats"], speeds[name], own[name]
+        same = [a["tokens"] == b["tokens"] for a, b in zip(samples[name], samples[ref])]
+        stats["identical_fraction"] = statistics.fmean(same)
+        stats["identical_to_greedy"] = all(same) if decoders[name]["decoder"] != REFERENCE or name == ref else None
+        stats["speedup_vs_greedy"] = row["tokens_per_s"] / speeds[ref]["tokens_per_s"]
         stats["speedup_vs_baseline"] = row["tokens_per_s"] / speeds[baseline]["tokens_per_s"]
         for cat, c in result["per_category"].items():
             c["speedup_vs_baseline"] = c["tokens_per_s"] / speeds[baseline]["per_category"][cat]["tokens_per_s"]
         if priced:
-            stats["modeled_speedup_vs_greedy"] = priced[name] / priced[REFERENCE]
+            stats["modeled_speedup_vs_greedy"] = priced[name] / priced[ref]
             stats["modeled_speedup_vs_baseline"] = priced[name] / priced[baseline]
-        if name != REFERENCE:
+        if decoders[name]["decoder"] != REFERENCE:
             d = int(decoders[name]["num_drafts"])
-            gens = _samples(path)
-            stats["heads"] = pooled(
-                [HeadCounters.of_steps([a - 1 for a in g["accepted"][1:]], d) for g in gens]
-            ).as_dict()
-        result["settings"]["baseline"] = baseline
+            counters = [HeadCounters.of_steps([a - 1 for a in g["accepted"][1:]], d) for g in samples[name]]
+            stats["heads"] = pooled(counters).as_dict()
+        result["settings"] |= {"baseline": baseline, "greedy": ref, "trunk": trunks[name].name}
         atomic_write_json(path, result)
     return summary
+
+
+def _priced(
+    trunks: Mapping[str, LoadedModel], rows: Sequence[dict], decoders: Mapping[str, dict], samples: Mapping[str, list]
+) -> dict[str, float]:
+    """Tokens per modeled one-row step of every bench row, each trunk's costs measured on the first prompt."""
+    depth_max = max([int(p.get("num_drafts") or 1) for p in decoders.values()] + [1])
+    costs: dict[int, CostModel] = {}
+    heads_s: dict[str, dict[int, float]] = {}
+    out = {}
+    for name, p in decoders.items():
+        trunk = trunks[name]
+        ids = trunk.encode(rows[0]["prompt"])
+        if id(trunk) not in costs:
+            costs[id(trunk)] = calibrate_on_prompt(trunk.model, ids, max_rows=depth_max + 1)
+        gens = samples[name]
+        if p["decoder"] == REFERENCE:
+            steps = sum(len(g["accepted"]) - 1 for g in gens)
+        else:
+            if p["heads"] not in heads_s:
+                heads_s[p["heads"]] = head_costs(
+                    trunk.model, load_heads(p["heads"], trunk.model), ids, 2 * depth_max + 1
+                )
+            d = int(p["num_drafts"])
+            steps = sum(modeled_steps(g["accepted"], d, costs[id(trunk)], heads_s[p["heads"]]) for g in gens)
+        out[name] = sum(g["new_tokens"] for g in gens) / steps
+    return out

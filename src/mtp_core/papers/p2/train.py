@@ -294,13 +294,14 @@ def train_p2(
 
 # -------------------------------------------------------------------------------------- launcher method `p2`
 
-SETTINGS = ("model", "base_dir", "base_stamp", "shards", "features", "extend", "train", "p2")
+SETTINGS = ("model", "base_dir", "base_stamp", "trunk_dir", "shards", "features", "extend", "train", "p2")
 
 
 def launch_check(settings: dict) -> dict:
     """Settings of method `p2` (`plan.run_settings`): `model` (spec), `base_dir` (its prepared checkpoint),
-    `base_stamp`, `shards` (index.json), `features` (a feature directory or None), `extend` ({heads, new_heads,
-    group, source} or None), `train` (TrainConfig keys), `p2` (P2Config keys). Paths come back absolute."""
+    `base_stamp`, `trunk_dir` (an extension of a run that trained its trunk: that run's export, else None),
+    `shards` (index.json), `features` (a feature directory or None), `extend` ({heads, new_heads, group, source}
+    or None), `train` (TrainConfig keys), `p2` (P2Config keys). Paths come back absolute."""
     from ...train.launch.methods import known_keys
 
     known_keys(settings, SETTINGS, "p2 settings")
@@ -310,7 +311,7 @@ def launch_check(settings: dict) -> dict:
     TrainConfig.from_dict(settings["train"])
     P2Config.from_dict(settings["p2"])
     out = dict(settings)
-    for key in ("shards", "features", "base_dir"):
+    for key in ("shards", "features", "base_dir", "trunk_dir"):
         if out.get(key) is not None:
             out[key] = str(Path(out[key]).resolve())
             if not Path(out[key]).exists():
@@ -324,7 +325,7 @@ def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callb
     """In the job: load the trunk, then `train_p2` (resumes from `run_dir/checkpoints`)."""
     from ...models import load_model
 
-    loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
+    loaded = load_model(settings["model"], base_dir=settings.get("base_dir"), checkpoint=settings.get("trunk_dir"))
     return train_p2(
         loaded,
         settings["shards"],
