@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from mtp_core.config import config_hash
-from mtp_core.papers.p2 import plan
+from mtp_core.papers.p2 import experiments, plan
 from mtp_core.papers.p2.jobs import load_main, prompt_rows
 from mtp_core.papers.p2.speed import speed_job
 from mtp_core.validation import load_config
@@ -26,7 +26,7 @@ from mtp_core.validation import load_config
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="config.yaml")
-    ap.add_argument("--experiment", default="fig4", choices=plan.SPEED_EXPERIMENTS)
+    ap.add_argument("--experiment", default="fig4", choices=experiments.SPEED_EXPERIMENTS)
     ap.add_argument("--per-set", type=int, default=None, help="prompts per prompt set (default: papers.p2.speed)")
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=1)
@@ -41,9 +41,9 @@ def main() -> None:
     sets = {ps: per_set for ps in plan.prompt_sets(config)}
     files = [f"results/prompts/{ps}.jsonl" for ps in sets]
     rows = [{**r, "category": ps} for ps, rs in prompt_rows(files, sets, single_turn=True).items() for r in rs]
-    trunks = plan.speed_trunks(config, args.experiment)
+    trunks = experiments.speed_trunks(config, args.experiment)
     by_main = {m: load_main(config, m) for m in dict.fromkeys(trunks.values())}
-    decoders = plan.speed_decoders(config, args.experiment)
+    decoders = experiments.speed_decoders(config, args.experiment)
     out = Path(args.out) / args.experiment
     os.makedirs(out, exist_ok=True)
     speed_job(
@@ -51,7 +51,7 @@ def main() -> None:
         rows,
         decoders,
         [str(out / f"{label}.json") for label in decoders],
-        plan.speed_baseline(config, args.experiment),
+        experiments.speed_baseline(config, args.experiment),
         max_new_tokens=args.max_new_tokens or speed["max_new_tokens"],
         batch_size=1,
         bench={"warmup": args.warmup, "repeats": args.repeats, "threads": args.threads},

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from mtp_core.config import ConfigError
-from mtp_core.papers.p2 import plan
+from mtp_core.papers.p2 import experiments, plan
 from mtp_core.validation import check_references, load_config
 
 from ..conftest import REPO
@@ -40,10 +40,10 @@ def test_runs_mains_and_settings(tiny):
 
 
 def test_speed_rows_and_leaderboard(tiny):
-    rows = plan.speed_rows(tiny, "table8")
+    rows = experiments.speed_rows(tiny, "table8")
     assert [r["label"] for r in rows] == ["mtpd_k4-h8", "loopd_4to8-h8", "mtp_k1-h1"]
-    assert plan.speed_baseline(tiny, "table8") == "mtp_k1-h1"
-    assert list(plan.speed_decoders(tiny, "fig4"))[0] == "greedy"
+    assert experiments.speed_baseline(tiny, "table8") == "mtp_k1-h1"
+    assert list(experiments.speed_decoders(tiny, "fig4"))[0] == "greedy"
     entries = plan.leaderboard_entries(tiny)
     assert [e.label for e in entries] == ["p2-mtp_k1-h1", "p2-mtpd_k4-h4"]
     assert entries[1].params == {"decoder": "mtp-spec", "heads": "results/models/p2/mtpd_k4/model", "num_drafts": 4}
@@ -53,9 +53,9 @@ def test_speed_rows_and_leaderboard(tiny):
 def test_speed_rows_of_several_trunks(tiny):
     cfg = copy.deepcopy(tiny)
     cfg["papers"]["p2"]["figures"]["fig4"] = {"runs": ["mtp_k1", "t2_mtpd"], "baseline": "mtp_k1"}
-    assert plan.speed_mains(cfg, "fig4") == ["tiny-qwen3-math", "t2_mtpd"]
-    assert list(plan.speed_decoders(cfg, "fig4")) == ["greedy", "greedy-t2_mtpd", "mtp_k1-h1", "t2_mtpd-h1"]
-    assert plan.speed_trunks(cfg, "fig4")["greedy-t2_mtpd"] == "t2_mtpd"
+    assert experiments.speed_mains(cfg, "fig4") == ["tiny-qwen3-math", "t2_mtpd"]
+    assert list(experiments.speed_decoders(cfg, "fig4")) == ["greedy", "greedy-t2_mtpd", "mtp_k1-h1", "t2_mtpd-h1"]
+    assert experiments.speed_trunks(cfg, "fig4")["greedy-t2_mtpd"] == "t2_mtpd"
 
 
 def _bad(tiny, edit, message):

@@ -10,13 +10,14 @@ import json
 import pandas as pd
 import pytest
 
+from mtp_core.papers.p2 import experiments as p2_exp
 from mtp_core.papers.p2 import plan as p2_plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO
 from .conftest import assert_bad_tiny_config_stops, snakemake
 
-ALL_P2 = [f for name in (*p2_plan.TABLES, *p2_plan.FIGURES) for f in p2_plan.target_files(name)]
+ALL_P2 = [f for name in (*p2_exp.TABLES, *p2_exp.FIGURES) for f in p2_exp.target_files(name)]
 
 
 def job_counts(out: str) -> dict[str, int]:

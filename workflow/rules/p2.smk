@@ -119,15 +119,15 @@ for _exp in p2_speed_experiments():
         input:
             **p2_speed_inputs(_exp),
         output:
-            results=p2plan.speed_outputs(config, _exp),
+            results=p2exp.speed_outputs(config, _exp),
         params:
             experiment=_exp,
-            trunks=p2plan.speed_trunks(config, _exp),
-            decoders=p2plan.speed_decoders(config, _exp),
-            baseline=p2plan.speed_baseline(config, _exp),
+            trunks=p2exp.speed_trunks(config, _exp),
+            decoders=p2exp.speed_decoders(config, _exp),
+            baseline=p2exp.speed_baseline(config, _exp),
             prompt_sets=p2plan.prompt_sets(config),
             speed=p2plan.section(config)["speed"],
-            bench=p2plan.speed_bench(config),
+            bench=p2exp.speed_bench(config),
         log:
             f"{LOGS}/p2/speed/{_exp}.log",
         benchmark:
@@ -150,9 +150,9 @@ rule p2_table:
         md=f"{RESULTS}/tables/p2/{{table}}.md",
     params:
         kind="table",
-        spec=lambda wc: p2plan.report_params(config, wc.table),
+        spec=lambda wc: p2exp.report_params(config, wc.table),
     wildcard_constraints:
-        table=wildcard_choice(p2plan.TABLES),
+        table=wildcard_choice(p2exp.TABLES),
     log:
         f"{LOGS}/tables/p2_{{table}}.log",
     localrule: True
@@ -173,9 +173,9 @@ rule p2_figure:
         pdf=f"{RESULTS}/figures/p2/{{figure}}.pdf",
     params:
         kind="figure",
-        spec=lambda wc: p2plan.report_params(config, wc.figure),
+        spec=lambda wc: p2exp.report_params(config, wc.figure),
     wildcard_constraints:
-        figure=wildcard_choice(p2plan.FIGURES),
+        figure=wildcard_choice(p2exp.FIGURES),
     log:
         f"{LOGS}/figures/p2_{{figure}}.log",
     localrule: True

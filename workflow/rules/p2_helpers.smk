@@ -1,6 +1,7 @@
 # Paper 2's helpers, included by p2.smk (rule files hold no functions, as snakemake --lint asks). Names of runs,
 # mains, settings, result files, tables and figures come from `mtp_core.papers.p2.plan`; these only turn them into
 # rule inputs and wildcard choices.
+import mtp_core.papers.p2.experiments as p2exp
 import mtp_core.papers.p2.plan as p2plan
 from mtp_core.papers.p2 import PAPER as P2_PAPER
 
@@ -13,11 +14,11 @@ def p2_runs():
 
 
 def p2_mains():
-    return p2plan.mains(config) if P2 else []
+    return p2exp.mains(config) if P2 else []
 
 
 def p2_speed_experiments():
-    return [n for n in p2plan.SPEED_EXPERIMENTS if P2 and p2plan.configured(config, n)]
+    return [n for n in p2exp.SPEED_EXPERIMENTS if P2 and p2exp.configured(config, n)]
 
 
 def p2_trunk_input(main):
@@ -81,9 +82,9 @@ def p2_base_of(run):
 
 
 def p2_speed_inputs(experiment):
-    rows = p2plan.speed_rows(config, experiment)
+    rows = p2exp.speed_rows(config, experiment)
     return {
-        "models": [f for m in p2plan.speed_mains(config, experiment) for f in p2_trunk_input(m)],
+        "models": [f for m in p2exp.speed_mains(config, experiment) for f in p2_trunk_input(m)],
         "prompts": [prompt_file(ps) for ps in p2plan.prompt_sets(config)],
         "runs": sorted({p2plan.run_model(r["run"]) for r in rows}),
     }
@@ -91,7 +92,7 @@ def p2_speed_inputs(experiment):
 
 def p2_report_inputs(wildcards):
     name = wildcards.get("table") or wildcards.get("figure")
-    inputs = p2plan.experiment_inputs(config, name)
+    inputs = p2exp.experiment_inputs(config, name)
     if name == "table3":
         inputs += model_input(p2plan.section(config)["model"])
     return inputs

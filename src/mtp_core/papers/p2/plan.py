@@ -13,6 +13,8 @@ Names (derived here only):
 * **Settings** `h<D>`: decoding with D drafts, for every D of `depths` (each run's K and the `loops`), on every
   run (D < K: its first D heads; D > K: training-free looped extension, depth d drafting with head
   ((d-1) mod K)+1), so that the acceptance rule has the same outputs for every run.
+Tables, figures and the speed experiments: `experiments`; the checks: `checks`.
+
 * **Jobs and files**: `p2_features` (`results/models/p2/features/<key>/`), `p2_train`
   (`results/models/p2/<run>/{train.json, model/}`), `p2_reference` per main (greedy continuations of every prompt
   set and the main head's Top-N mass: `results/decode/p2/<main>/prompts-<set>/greedy.json`,
@@ -31,14 +33,9 @@ from typing import Any
 from ...config import ConfigError, deep_merge, model_spec
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
-from ...results import figure_files, table_files
 
 RESULTS = "results"
 REFERENCE = "greedy"
-TABLES = ("table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8")
-FIGURES = ("fig3", "fig4", "fig5", "fig6", "fig7", "fig9", "fig10", "fig11", "fig12", "fig13", "fig14")
-SPEED_EXPERIMENTS = ("fig4", "fig5", "table8")  # read a bench of their own rows
-CURVE_FIGURES = ("fig7", "fig10")  # read a run's training curves
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -95,8 +92,25 @@ def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
     return RunPlan(run, model, dataset, r.get("title") or run, method, train, ext or None)
 
 
+def _method_key(config: dict, run: str, key: str, default: Any) -> Any:
+    """One top-level key of a run's merged method, without merging the rest (the plan asks for K and the trunk of
+    every run many times; `run_plan` deep-copies)."""
+    r = (section(config).get("runs") or {}).get(run)
+    if r is None:
+        raise ConfigError(f"papers.p2.runs: no run {run!r}")
+    r = r or {}
+    if key in (r.get("method") or {}):
+        return r["method"][key]
+    if r.get("extend"):
+        return _method_key(config, r["extend"]["from"], key, default)
+    return (section(config).get("method") or {}).get(key, default)
+
+
 def num_heads(config: dict, run: str) -> int:
-    return int(run_plan(config, run).method.get("num_heads", 1))
+    ext = ((section(config).get("runs") or {}).get(run) or {}).get("extend")
+    if ext:
+        return num_heads(config, ext["from"]) + int(ext["new_heads"])
+    return int(_method_key(config, run, "num_heads", 1))
 
 
 def run_dir(run: str) -> str:
@@ -115,10 +129,12 @@ def run_record(run: str) -> str:
 def main_of(config: dict, run: str) -> str:
     """The trunk run decodes with: its base model (frozen trunk) or the run (a trained trunk, as its source's
     for an extension)."""
-    plan = run_plan(config, run)
-    if plan.extend:
-        return main_of(config, plan.extend["from"])
-    return run if plan.trunk_trained else plan.model
+    r = (section(config).get("runs") or {}).get(run) or {}
+    if r.get("extend"):
+        return main_of(config, r["extend"]["from"])
+    if _method_key(config, run, "trunk", "frozen") != "frozen":
+        return run
+    return r.get("model", section(config).get("model"))
 
 
 def is_run(config: dict, main: str) -> bool:
@@ -269,148 +285,6 @@ def speed_label(run: str, depth: int) -> str:
     return f"{run}-{setting_label(depth)}"
 
 
-def speed_rows(config: dict, experiment: str) -> list[dict[str, Any]]:
-    """The `mtp-spec` rows of a speed experiment: {label, run, depth, title, main}; Fig. 4: every run at its K;
-    Fig. 5 / Table 8: the listed (run, depth) strategies. The baseline row is among them."""
-    spec = experiment_spec(config, experiment)
-    rows = spec.get("rows") or [{"run": r} for r in spec.get("runs", [])]
-    out = []
-    for r in rows:
-        k = num_heads(config, r["run"])
-        depth = int(r.get("depth") or k)
-        title = r.get("title") or run_plan(config, r["run"]).title
-        main = main_of(config, r["run"])
-        out.append(
-            {"label": speed_label(r["run"], depth), "run": r["run"], "depth": depth, "title": title, "main": main}
-        )
-    return out
-
-
-def speed_mains(config: dict, experiment: str) -> list[str]:
-    """The trunks the rows decode with, in row order (runs that trained their trunks each bring their own)."""
-    return list(dict.fromkeys(r["main"] for r in speed_rows(config, experiment)))
-
-
-def greedy_label(config: dict, experiment: str, main: str) -> str:
-    """The greedy row of a trunk: `greedy` for the first (the bench's reference), `greedy-<main>` for others."""
-    return REFERENCE if main == speed_mains(config, experiment)[0] else f"{REFERENCE}-{main}"
-
-
-def speed_path(experiment: str, label: str) -> str:
-    return f"{RESULTS}/decode/p2/speed/{experiment}/{label}.json"
-
-
-def speed_decoders(config: dict, experiment: str) -> dict[str, dict[str, Any]]:
-    """Bench label -> decoder parameters: a greedy row per trunk (the first is `greedy`), then `mtp-spec` with each
-    row's heads and depth."""
-    out: dict[str, dict[str, Any]] = {
-        greedy_label(config, experiment, m): {"decoder": REFERENCE} for m in speed_mains(config, experiment)
-    }
-    for r in speed_rows(config, experiment):
-        out[r["label"]] = {"decoder": "mtp-spec", "heads": heads_path(config, r["run"]), "num_drafts": r["depth"]}
-    return out
-
-
-def speed_trunks(config: dict, experiment: str) -> dict[str, str]:
-    """Bench label -> the trunk it decodes with."""
-    out = {greedy_label(config, experiment, m): m for m in speed_mains(config, experiment)}
-    return out | {r["label"]: r["main"] for r in speed_rows(config, experiment)}
-
-
-def speed_outputs(config: dict, experiment: str) -> list[str]:
-    return [speed_path(experiment, label) for label in speed_decoders(config, experiment)]
-
-
-def speed_baseline(config: dict, experiment: str) -> str:
-    """The row label speedups are relative to (the paper: DeepSeek MTP with K = 1)."""
-    b = experiment_spec(config, experiment)["baseline"]
-    return speed_label(b, num_heads(config, b))
-
-
-# ------------------------------------------------------------------------------------------ experiments
-
-
-def experiment_spec(config: dict, name: str) -> dict:
-    kind = "tables" if name in TABLES else "figures"
-    return (section(config).get(kind) or {}).get(name) or {}
-
-
-def experiment_runs(config: dict, name: str) -> list[str]:
-    """The runs a table or figure shows (their trainings and acceptance jobs)."""
-    spec = experiment_spec(config, name)
-    runs = [r for b in spec.get("blocks", []) for r in b["runs"]] + list(spec.get("runs", []))
-    runs += [r["run"] for r in spec.get("rows", [])] + ([spec["run"]] if spec.get("run") else [])
-    if spec.get("baseline"):
-        runs.append(spec["baseline"])
-    return list(dict.fromkeys(runs))
-
-
-def experiment_inputs(config: dict, name: str) -> list[str]:
-    """Every file table or figure `name` reads."""
-    runs = experiment_runs(config, name)
-    if name in SPEED_EXPERIMENTS:
-        return speed_outputs(config, name)
-    if name in CURVE_FIGURES:
-        return [run_record(r) for r in runs]
-    if name == "fig6":
-        return [topn_path(topn_main(config), "csv")]
-    if name == "table3":
-        return []
-    if name == "table4":
-        return [run_record(r) for r in runs]
-    out = []
-    for r in runs:
-        out += acceptance_outputs(config, r) + [validation_path(r)]
-        out += [reference_path(main_of(config, r), ps) for ps in prompt_sets(config)]
-    if name in ("table2", "table5", "table6") and pretrained_base(config):
-        model = section(config)["model"]
-        out += [reference_path(model, ps) for ps in prompt_sets(config)]
-    return list(dict.fromkeys(out))
-
-
-def pretrained_base(config: dict) -> bool:
-    """Whether the section's model is a pretrained base that trained trunks are compared with (identity of greedy
-    outputs, KL(base ‖ main)); not for a scratch model, whose runs train it from random weights."""
-    return config["models"][section(config)["model"]]["source"] != "scratch"
-
-
-def topn_main(config: dict) -> str:
-    """The trunk of Figure 6 (`figures.fig6.run`'s, else the section's model)."""
-    run = experiment_spec(config, "fig6").get("run")
-    return main_of(config, run) if run else section(config)["model"]
-
-
-def mains(config: dict, names: list[str] | None = None) -> list[str]:
-    """Mains whose references some experiment reads (all experiments by default)."""
-    names = list(TABLES + FIGURES) if names is None else names
-    out = []
-    for n in names:
-        out += [main_of(config, r) for r in experiment_runs(config, n)]
-        if n in ("table2", "table5", "table6") and pretrained_base(config):
-            out.append(section(config)["model"])
-        if n == "fig6":
-            out.append(topn_main(config))
-    return list(dict.fromkeys(out))
-
-
-def targets_in_all(config: dict) -> list[str]:
-    s = section(config)
-    return list(s.get("in_all") if s.get("in_all") is not None else (*TABLES, *FIGURES))
-
-
-def target_files(name: str) -> list[str]:
-    return table_files("p2", name) if name in TABLES else figure_files("p2", name)
-
-
-def all_targets(config: dict) -> list[str]:
-    return [f for name in targets_in_all(config) for f in target_files(name)]
-
-
-def configured(config: dict, name: str) -> bool:
-    """Whether table or figure `name` is configured (its section names what it shows)."""
-    return bool(experiment_spec(config, name)) or name in ("table3", "fig6")
-
-
 def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
     """Paper 2's rows (`papers.p2.leaderboard.rows`: {run, depth}): `mtp-spec` with the run's heads at D drafts
     (D > K: the training-free loop) on the leaderboard model, or on the run's trained trunk."""
@@ -434,151 +308,6 @@ def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
     return rows
 
 
-# -------------------------------------------------------------------------------------------------- checks
-
-
-def check(config: dict) -> None:
-    """What the schema cannot express, before any job; raises ConfigError naming the key.
-
-    Models, datasets (pretrain_text) and prompt sets are declared; run names are safe and not model names; every
-    run's merged method and train build (P2Config with N >= 1, K >= 1, beta >= 0 ...; TrainConfig and the
-    launcher's processes); extensions name an earlier run with a frozen trunk and a valid group; every experiment
-    names declared runs (speed experiments: one main, a baseline among the rows); the reference continuation
-    reaches D + 1 tokens past the budget for the deepest D; leaderboard rows run on the leaderboard's model."""
-    from ...train.launch.settings import check_training
-    from .train import P2Config
-
-    s = section(config)
-    models, datasets = config["models"], config["datasets"]
-    runs = s.get("runs") or {}
-    if not runs:
-        raise ConfigError("papers.p2.runs: at least one run is needed")
-    for name in prompt_sets(config):
-        if name not in config["prompt_sets"]:
-            raise ConfigError(f"papers.p2.prompt_sets.{name}: prompt set {name!r} is not declared")
-    for run in runs:
-        where = f"papers.p2.runs.{run}"
-        if not _NAME.match(run):
-            raise ConfigError(f"{where}: run names use letters, digits, '_', '.', '-' only")
-        if run in models:
-            raise ConfigError(f"{where}: a run may not be named like a model ({run!r} is a model)")
-        ext = (runs[run] or {}).get("extend")
-        if ext and ext["from"] not in runs:
-            raise ConfigError(f"{where}.extend.from: run {ext['from']!r} is not declared in papers.p2.runs")
-        plan = run_plan(config, run)
-        if plan.model not in models:
-            raise ConfigError(f"{where}.model: model {plan.model!r} is not declared")
-        if plan.dataset not in datasets or datasets[plan.dataset]["kind"] != "pretrain_text":
-            raise ConfigError(f"{where}.dataset: {plan.dataset!r} is not a declared pretrain_text dataset")
-        try:
-            P2Config.from_dict(plan.method)
-        except (ValueError, TypeError) as e:
-            raise ConfigError(f"{where}.method (merged with papers.p2.method): {e}") from None
-        if ext:
-            src = run_plan(config, ext["from"])
-            k_src = int(src.method.get("num_heads", 1))
-            if not 1 <= int(ext.get("group") or k_src) <= k_src:
-                raise ConfigError(f"{where}.extend.group: {ext.get('group')} heads, run {ext['from']!r} has {k_src}")
-        tc, _ = check_training(where, plan.train, launcher_settings(config, run))
-        if tc.warmup_steps >= tc.max_steps > 0:
-            raise ConfigError(f"{where}.train: warmup_steps {tc.warmup_steps} >= max_steps {tc.max_steps}")
-    _check_experiments(config, runs)
-    extra = int(s.get("reference_extra_tokens") or 0)
-    if extra < max_depth(config) + 1:
-        raise ConfigError(
-            f"papers.p2.reference_extra_tokens: {extra} < {max_depth(config) + 1} (the deepest D + 1): the last "
-            "step of a simulated decode compares drafts past the budget"
-        )
-    lb = config.get("leaderboard") or {}
-    for i, r in enumerate((s.get("leaderboard") or {}).get("rows", [])):
-        key = f"papers.p2.leaderboard.rows[{i}]"
-        if r["run"] not in runs:
-            raise ConfigError(f"{key}.run: run {r['run']!r} is not declared in papers.p2.runs")
-        if lb.get("enabled") and run_plan(config, r["run"]).model != lb.get("model"):
-            raise ConfigError(
-                f"{key}: heads of run {r['run']!r} are trained on {run_plan(config, r['run']).model!r}, not on the "
-                f"leaderboard's model {lb.get('model')!r}"
-            )
-
-
-def _check_experiments(config: dict, runs: dict) -> None:
-    for name in (*TABLES, *FIGURES):
-        kind = "tables" if name in TABLES else "figures"
-        for run in experiment_runs(config, name):
-            if run not in runs:
-                raise ConfigError(f"papers.p2.{kind}.{name}: run {run!r} is not declared in papers.p2.runs")
-        if name in SPEED_EXPERIMENTS and configured(config, name):
-            rows = speed_rows(config, name)
-            if speed_baseline(config, name) not in {r["label"] for r in rows}:
-                raise ConfigError(f"papers.p2.{kind}.{name}.baseline: not among the rows at its own K")
-        spec = experiment_spec(config, name)
-        if spec.get("prompt_set") and spec["prompt_set"] not in prompt_sets(config):
-            raise ConfigError(
-                f"papers.p2.{kind}.{name}.prompt_set: {spec['prompt_set']!r} is not in papers.p2.prompt_sets"
-            )
-        if spec.get("depth") and int(spec["depth"]) not in depths(config):
-            raise ConfigError(f"papers.p2.{kind}.{name}.depth: {spec['depth']} is not in papers.p2.loops")
-    for name in targets_in_all(config):
-        if not configured(config, name):
-            raise ConfigError(f"papers.p2.in_all: {name} is not configured (papers.p2.tables / figures)")
-
-
-# ------------------------------------------------------------------------------------------------ report
-
-
-def run_files(config: dict, run: str) -> dict[str, Any]:
-    """What the report reads of one run: title, K, main, its acceptance files by set and D, validation,
-    its main's references, its training record."""
-    k = num_heads(config, run)
-    main = main_of(config, run)
-    return {
-        "title": run_plan(config, run).title,
-        "heads": k,
-        "main": main,
-        "acceptance": {
-            ps: {str(d): acceptance_path(run, ps, setting_label(d)) for d in depths(config)}
-            for ps in prompt_sets(config)
-        },
-        "validation": validation_path(run),
-        "reference": {ps: reference_path(main, ps) for ps in prompt_sets(config)},
-        "record": run_record(run),
-        "method": run_plan(config, run).method,
-        "train": run_plan(config, run).train,
-    }
-
-
-def report_params(config: dict, name: str) -> dict[str, Any]:
-    """Everything table or figure `name` shows, JSON-ready (the report script's `params.spec`)."""
-    spec = experiment_spec(config, name)
-    model = section(config)["model"]
-    out: dict[str, Any] = {
-        "name": name,
-        "spec": spec,
-        "prompt_sets": list(prompt_sets(config)),
-        "runs": {r: run_files(config, r) for r in experiment_runs(config, name)},
-        "base": {
-            "model": model,
-            "reference": {ps: reference_path(model, ps) for ps in prompt_sets(config)}
-            if pretrained_base(config)
-            else None,
-        },
-    }
-    if name in SPEED_EXPERIMENTS:
-        out["speed"] = {
-            "rows": speed_rows(config, name),
-            "paths": {r["label"]: speed_path(name, r["label"]) for r in speed_rows(config, name)},
-            "baseline": speed_baseline(config, name),
-        }
-    if name == "fig6":
-        out["topn"] = topn_path(topn_main(config), "csv")
-        out["base"]["model"] = topn_main(config)
-    if name == "table3":
-        out["model_spec"] = model_spec(config, model)
-        out["model_dir"] = model_dir(config, model)
-        out["heads"] = sorted({num_heads(config, r) for r in run_names(config)})
-    return out
-
-
 def windows_spec(config: dict, main: str) -> dict[str, Any]:
     """The windows a main's validation metrics and Top-N mass read: its run's (a trained trunk) or the section's
     data and method (a base model)."""
@@ -597,11 +326,7 @@ def windows_spec(config: dict, main: str) -> dict[str, Any]:
     }
 
 
-BENCH_KEYS = ("warmup", "repeats", "threads")
-
-
-def speed_bench(config: dict) -> dict[str, int]:
-    """The bench protocol's settings for paper 2: the foundation's `bench`, then `papers.p2.speed.bench`."""
-    out = {k: (config.get("bench") or {}).get(k) for k in BENCH_KEYS}
-    out.update({k: v for k, v in ((section(config).get("speed") or {}).get("bench") or {}).items() if k in BENCH_KEYS})
-    return out
+def pretrained_base(config: dict) -> bool:
+    """Whether the section's model is a pretrained base that trained trunks are compared with (identity of greedy
+    outputs, KL(base ‖ main)); not for a scratch model, whose runs train it from random weights."""
+    return config["models"][section(config)["model"]]["source"] != "scratch"
