@@ -1,6 +1,7 @@
 """Declared models: where each one's weights live, and how a `finetuned` model is trained.
 
-* `gguf` and `tiny` models are materialised once by `prepare_model` at `results/models/base/<name>/`;
+* `gguf`, `tiny` and `scratch` models are materialised once by `prepare_model` at `results/models/base/<name>/`
+  (a scratch model: random weights of its architecture and sizes, the tokenizer of its `tokenizer` model);
 * `finetuned` models (`base` + `dataset` + `train` [+ `sft`]; `mtp_core.train.sft`) are trained by the
   launcher (method `sft`) in `results/models/finetuned/<name>/`, the final model in its `model/`;
 * `hub` and `local` models are loaded where they are (no directory here).
@@ -14,7 +15,7 @@ from .config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
 from .data.rows import TRAIN_DATA_KINDS, train_data_path
 
 RESULTS = "results"
-MATERIALISED_SOURCES = ("gguf", "tiny")
+MATERIALISED_SOURCES = ("gguf", "tiny", "scratch")
 FINETUNED = "finetuned"
 
 
@@ -70,6 +71,14 @@ def with_base_stamp(settings: dict, config: dict, name: str) -> dict:
     trainings from prepared or hub models stay what they were)."""
     stamp = base_stamp(config, name)
     return settings if stamp is None else {**settings, "base_stamp": stamp}
+
+
+def tokenizer_location(config: dict, name: str, results: str = RESULTS) -> tuple[str, dict]:
+    """Where the tokenizer of a scratch model's `tokenizer` model is (`models.checkpoint_location`)."""
+    from .models import checkpoint_location
+
+    tok = config["models"][name]["tokenizer"]
+    return checkpoint_location(config["models"][tok], model_dir(config, tok, results))
 
 
 def materialised_models(config: dict) -> list[str]:
@@ -130,6 +139,14 @@ def check(config: dict) -> None:
     from .train.sft import SFTConfig
 
     models, datasets = config["models"], config["datasets"]
+    for name, spec in models.items():
+        if spec["source"] == "scratch":
+            tok = spec["tokenizer"]
+            if tok not in models or models[tok]["source"] == "scratch":
+                raise ConfigError(
+                    f"models.{name}.tokenizer: {tok!r} is not a declared model with a tokenizer of its own "
+                    f"(declared: {', '.join(sorted(models))})"
+                )
     for name in finetuned_models(config):
         where, spec = f"models.{name}", models[name]
         seen, cur = [name], spec["base"]

@@ -1,4 +1,5 @@
-"""One loader for every model source: HF hub id, local directory, packaged GGUF, tiny random config.
+"""One loader for every model source: HF hub id, local directory, packaged GGUF, tiny random config, a model of a
+declared architecture trained from scratch (`scratch`: random weights, another model's tokenizer).
 
 `prepare_base_model` materialises the sources that need it (the packaged GGUF is dequantised once; a tiny
 random model is initialised once) as an HF checkpoint under `results/models/base/<name>/`, so every later
@@ -184,6 +185,60 @@ def tiny_model(spec: dict) -> Any:
     return model
 
 
+SCRATCH_ARCHS = ("llama", "qwen3", "glm4_moe")
+
+
+def scratch_model(spec: dict, tokenizer: Any) -> Any:
+    """A randomly initialised causal LM of a declared architecture and sizes, with another declared model's
+    tokenizer (`source: scratch`; paper 2 pretrains its 2B dense / A1B MoE models from scratch, App. B Table 3),
+    deterministic in `init_seed`. The vocabulary is the tokenizer's size rounded up to a multiple of 64 unless
+    `vocab_size` is given; weights N(0, `initializer_range`). `glm4_moe`: `first_k_dense_replace` dense layers,
+    then MoE layers with shared experts, qk-norm, full rotary dimension."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    arch = spec["arch"]
+    if arch not in SCRATCH_ARCHS:
+        raise ValueError(f"scratch arch {arch!r} is not one of {', '.join(SCRATCH_ARCHS)}")
+    vocab = spec.get("vocab_size") or -(-len(tokenizer) // 64) * 64
+    rope = {"rope_type": "default", "rope_theta": float(spec.get("rope_theta", 10000.0))}
+    kw: dict[str, Any] = dict(
+        vocab_size=int(vocab),
+        hidden_size=spec["hidden_size"],
+        intermediate_size=spec["intermediate_size"],
+        num_hidden_layers=spec["num_layers"],
+        num_attention_heads=spec["num_heads"],
+        num_key_value_heads=spec["num_kv_heads"],
+        head_dim=spec.get("head_dim") or spec["hidden_size"] // spec["num_heads"],
+        max_position_embeddings=spec.get("max_position_embeddings", 4096),
+        rms_norm_eps=spec.get("rms_norm_eps", 1e-5),
+        tie_word_embeddings=spec.get("tie_word_embeddings", False),
+        initializer_range=spec.get("initializer_range", 0.02),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+    )
+    if arch == "glm4_moe":
+        rope["partial_rotary_factor"] = 1.0
+        moe = spec.get("moe") or {}
+        kw.update(
+            moe_intermediate_size=moe.get("expert_hidden_size", 768),
+            n_routed_experts=moe.get("num_experts", 128),
+            num_experts_per_tok=moe.get("top_k", 8),
+            n_shared_experts=moe.get("num_shared_experts", 1),
+            first_k_dense_replace=moe.get("dense_layers", 1),
+            use_qk_norm=True,
+        )
+    cfg = AutoConfig.for_model(arch, rope_parameters=rope, **kw)
+    cpu_rng = torch.random.get_rng_state()
+    torch.manual_seed(int(spec.get("init_seed", 0)))
+    try:
+        model = AutoModelForCausalLM.from_config(cfg, dtype=DTYPES[spec.get("dtype", "float32")])
+    finally:
+        torch.random.set_rng_state(cpu_rng)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
 def _from_gguf(spec: dict) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -197,13 +252,21 @@ def _from_gguf(spec: dict) -> tuple[Any, Any]:
     return model, tok
 
 
-def prepare_base_model(spec: dict, out_dir: str | os.PathLike) -> Path:
-    """Write the HF checkpoint of a `gguf` or `tiny` model to `out_dir` (atomically: temp dir, rename)."""
+def prepare_base_model(spec: dict, out_dir: str | os.PathLike, tokenizer_from: tuple[str, dict] | None = None) -> Path:
+    """Write the HF checkpoint of a `gguf`, `tiny` or `scratch` model to `out_dir` (atomically: temp dir, rename).
+    `tokenizer_from` (scratch): where its tokenizer model is (`checkpoint_location`)."""
     out_dir = Path(out_dir)
     if spec["source"] == "gguf":
         model, tok = _from_gguf(spec)
     elif spec["source"] == "tiny":
         model, tok = tiny_model(spec), tiny_tokenizer()
+    elif spec["source"] == "scratch":
+        from transformers import AutoTokenizer
+
+        if tokenizer_from is None:
+            raise ValueError(f"model {spec.get('name')!r} (scratch) needs its tokenizer model's location")
+        tok = AutoTokenizer.from_pretrained(tokenizer_from[0], **tokenizer_from[1])
+        model = scratch_model(spec, tok)
     else:
         raise ValueError(f"model source {spec['source']!r} is loaded directly, nothing to prepare")
     out_dir.parent.mkdir(parents=True, exist_ok=True)

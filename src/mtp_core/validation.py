@@ -32,6 +32,8 @@ def check_references(config: dict) -> None:
     for name, ds in datasets.items():
         if ds["kind"] == "pretrain_text":
             need("model", models, ds["tokenizer"], f"datasets.{name}.tokenizer")
+            if ds["source"] == "rows":
+                _check_rows_source(name, ds, datasets)
     for name, ps in prompt_sets.items():
         if ps["source"] == "math":
             need("dataset", datasets, ps["dataset"], f"prompt_sets.{name}.dataset")
@@ -63,6 +65,20 @@ def check_references(config: dict) -> None:
     for paper in registry.enabled_papers(config):
         paper.check(config)
     leaderboard.check(config)  # last: the papers' rows are built from their checked sections
+
+
+def _check_rows_source(name: str, ds: dict, datasets: dict) -> None:
+    """A pretrain_text dataset of source rows names a dataset with train rows (validation: a math dataset)."""
+    from .data.rows import MATH_KINDS, TRAIN_DATA_KINDS
+
+    key = f"datasets.{name}.dataset"
+    if ds.get("dataset") not in datasets:
+        raise ConfigError(f"{key}: source rows needs a declared dataset, got {ds.get('dataset')!r}")
+    kinds = MATH_KINDS if ds.get("split", "train") == "validation" else TRAIN_DATA_KINDS
+    if datasets[ds["dataset"]]["kind"] not in kinds:
+        raise ConfigError(
+            f"{key}: {ds['dataset']!r} has no {ds.get('split', 'train')} rows (kinds: {', '.join(kinds)})"
+        )
 
 
 def validate_config(config: dict) -> dict:

@@ -188,6 +188,7 @@ def test_prepare_shards_script(tok, tmp_path, monkeypatch):
     }
     smk = SimpleNamespace(
         threads=1,
+        input={},
         log=[str(tmp_path / "log.txt")],
         output=SimpleNamespace(index=str(tmp_path / "shards" / "index.json")),
         params=SimpleNamespace(
@@ -203,3 +204,24 @@ def test_prepare_shards_script(tok, tmp_path, monkeypatch):
     index = json.loads((tmp_path / "shards" / "index.json").read_text())
     assert index["total_tokens"] == 500 and index["tokenizer"] == "tiny-llama"
     assert (tmp_path / "log.txt").exists()
+
+
+def test_rows_source_renders_like_training(tok, tmp_path):
+    """Source rows: each (query, response) row is one document, rendered as a training on the rows renders it
+    (here the chat template), followed by the EOS; a bad row names file and row."""
+    rows = tmp_path / "train.jsonl"
+    rows.write_text(
+        json.dumps({"query": "What is 2+3?", "response": "2+3=5. The answer is: 5"})
+        + "\n"
+        + json.dumps({"query": "Say hi", "response": "hi"})
+        + "\n"
+    )
+    spec = {"kind": "pretrain_text", "source": "rows", "dataset": "math", "tokenizer": "tiny-llama", "max_tokens": 10_000,
+            "shard_tokens": 64}  # fmt: skip
+    index = prepare_shards(spec, tok, tmp_path / "s", tokenizer_name="tiny-llama", seed=0, rows=rows, template="chat")
+    assert index["source"] == {"kind": "rows", "dataset": "math", "split": "train"} and index["total_docs"] == 2
+    text = tok.decode(TokenShards(tmp_path / "s" / "index.json").read(0, index["total_tokens"]).tolist())
+    assert text.startswith("<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n2+3=5.")
+    rows.write_text(json.dumps({"query": "x"}) + "\n")
+    with pytest.raises(BadRowError, match="response"):
+        prepare_shards(spec, tok, tmp_path / "bad", tokenizer_name="tiny-llama", seed=0, rows=rows, template="chat")

@@ -4,6 +4,7 @@ the LR schedule, parameter groups, kept exports loadable with `<MTP>`, data temp
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -221,6 +222,13 @@ def test_schedule_values():
     c = WarmupSchedule(2, "cosine", max_steps=12, min_lr_ratio=0.1)
     assert c(2) == pytest.approx(1.0) and c(7) == pytest.approx(0.55) and c(12) == pytest.approx(0.1)
     assert WarmupSchedule(0, "linear", max_steps=10)(5) == pytest.approx(0.5)
+    # WSD (paper 2, A12): warm-up, stable, then a cosine to min over the last decay_fraction of the steps
+    w = WarmupSchedule(2, "wsd", max_steps=20, min_lr_ratio=0.0, decay_fraction=0.2)
+    assert [w(i) for i in range(2)] == [0.5, 1.0] and all(w(i) == 1.0 for i in range(2, 16))
+    assert w(16) == 1.0 and w(18) == pytest.approx(0.5) and w(19) == pytest.approx(0.5 * (1 + math.cos(0.75 * math.pi)))
+    assert w(20) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="decay_fraction"):
+        TrainConfig(max_steps=10, schedule="wsd", decay_fraction=0.0)
     # the LR the optimiser actually uses at each step, through LambdaLR and its saved state
     lin = torch.nn.Linear(2, 2)
     cfg = TrainConfig(max_steps=10, lr=1e-3, warmup_steps=4)

@@ -139,6 +139,16 @@ def dataset_local_inputs(name):
     return [p for p in paths if p and Path(p).exists()]
 
 
+def pretrain_rows_input(name):
+    """{"rows": the rows file} of a pretrain_text dataset of source rows (its dataset's train or validation
+    split), else {}."""
+    ds = config["datasets"][name]
+    if ds.get("source") != "rows":
+        return {}
+    split = ds.get("split", "train")
+    return {"rows": train_data_path(ds["dataset"]) if split == "train" else math_split(ds["dataset"], split)}
+
+
 def prompt_set_inputs(wildcards):
     """Named inputs of a prompt set: the math test split (source math) or the user file (source jsonl)."""
     ps = config["prompt_sets"][wildcards.prompt_set]

@@ -56,6 +56,7 @@ rule prepare_shards:
             lambda wc: {
                 "tokenizer": model_input(config["datasets"][wc.dataset]["tokenizer"]),
                 "text": dataset_local_inputs(wc.dataset),
+                **pretrain_rows_input(wc.dataset),
             }
         ),
     output:

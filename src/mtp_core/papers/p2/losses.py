@@ -1,0 +1,228 @@
+"""Paper 2's loss (§2 Eq. 1, §3.2 Eqs. 2-5, App. E Eqs. 8-10, App. E.2.2): pure functions on logits.
+
+    L = w_main CE(Q, t) + Σ_k α_k CE(P^k, t_{+k+1}) + Σ_k β_k KL_k
+
+Every term is a per-token mean at temperature 1 (A20); w_main = 1 (A8); α_k = 0.3 per head (A2, literal;
+`normalize_by_heads` divides by K as DeepSeek-V3's λ/K); the MTP baseline is β = 0.
+
+**Alignment (A1).** Over a window t_0 .. t_{S-1}, the main logits Q_i predict t_{i+1}; head k's P^k_i predicts
+t_{i+k+1} and is scored for i <= S-2-k. Its teacher is the main head on the same target token: Q_{i+k} (Eq. 2
+indexes both with k+1:T+1), detached by default (stop-gradient, "sg").
+
+**Top-N KL (Eqs. 3-5, A3-A5).** I = TopK(Q_t, N) once per target, shared by all heads; q = softmax(Q_t[I]) and
+log p = log_softmax(P^k[I]), renormalised within I (A4: with it N = 1 gives exactly 0, matching Table 2's N = 1
+row ≈ the CE-only baseline; `norm: full` takes the full-vocabulary softmax, then selects). Directions: `forward` =
+Σ_I q (log q - log p) = KL(teacher ‖ student), PyTorch's `kl_div` order (A3); `reverse` (Eq. 8) = Σ_I p (log p -
+log q); `hybrid` = w forward + (1 - w) reverse, w = 0.5 (A6). `index: union` ("10000×2") = TopK(Q, N) ∪
+TopK(P^k, N), chosen without gradient, softmax masked to the union (A5).
+
+**Teachers (App. E.2.2, A7).** `main`; `ensemble_mean`: head k's teacher is the uniform mean of the logits of
+{main, heads 1..k-1} on the same target (Q_{i+k}, P^1_{i+k-1}, .., P^{k-1}_{i+1}), detached; `ensemble_split`:
+one KL per teacher of that set, each weighted β_k / |set|. `weight_schedule` ("step weights"): α and β move
+linearly from their first to their second value over the first `until_step` steps (0.7 -> 0.3, 0.1 -> 0.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ...config import section_keys
+
+DIRECTIONS = ("forward", "reverse", "hybrid")
+INDEX = ("main", "union")
+NORMS = ("renormalize", "full")
+TEACHERS = ("main", "ensemble_mean", "ensemble_split")
+
+
+@dataclass(frozen=True)
+class P2LossConfig:
+    """The loss settings of one run (config `papers.p2.method`'s loss keys; module docstring)."""
+
+    alpha: float = 0.3
+    beta: float = 1.0
+    main_weight: float = 1.0
+    topn: int = 10000
+    direction: str = "forward"
+    index: str = "main"
+    norm: str = "renormalize"
+    detach: bool = True
+    hybrid_weight: float = 0.5
+    teacher: str = "main"
+    weight_schedule: dict | None = None
+    normalize_by_heads: bool = False
+
+    def __post_init__(self) -> None:
+        for key, allowed in (("direction", DIRECTIONS), ("index", INDEX), ("norm", NORMS), ("teacher", TEACHERS)):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key}: {getattr(self, key)!r} is not one of {', '.join(allowed)}")
+        if self.topn < 1:
+            raise ValueError(f"topn (N) must be >= 1, got {self.topn}")
+        if self.alpha < 0 or self.beta < 0 or self.main_weight < 0:
+            raise ValueError(f"alpha, beta and main_weight must be >= 0 (beta {self.beta}, alpha {self.alpha})")
+        if not 0.0 <= self.hybrid_weight <= 1.0:
+            raise ValueError(f"hybrid_weight must be in [0, 1], got {self.hybrid_weight}")
+        ws = self.weight_schedule
+        if ws is not None:
+            if set(ws) != {"until_step", "alpha", "beta"} or len(ws["alpha"]) != 2 or len(ws["beta"]) != 2:
+                raise ValueError("weight_schedule: {until_step: N, alpha: [from, to], beta: [from, to]}")
+            if int(ws["until_step"]) < 1 or min(*ws["alpha"], *ws["beta"]) < 0:
+                raise ValueError("weight_schedule: until_step >= 1 and weights >= 0")
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> P2LossConfig:
+        return cls(**section_keys(cls, d, "p2 loss"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def weights(self, step: int, num_heads: int) -> tuple[float, float]:
+        """(α_k, β_k) at optimiser step `step` (0-based), the same for every head."""
+        alpha, beta = self.alpha, self.beta
+        ws = self.weight_schedule
+        if ws is not None:
+            t = min(1.0, step / int(ws["until_step"]))
+            alpha = ws["alpha"][0] + t * (ws["alpha"][1] - ws["alpha"][0])
+            beta = ws["beta"][0] + t * (ws["beta"][1] - ws["beta"][0])
+        if self.normalize_by_heads:
+            alpha = alpha / num_heads
+        return float(alpha), float(beta)
+
+
+def topn_kl(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    topn: int,
+    *,
+    direction: str = "forward",
+    index: str = "main",
+    norm: str = "renormalize",
+    detach: bool = True,
+    hybrid_weight: float = 0.5,
+) -> torch.Tensor:
+    """Per-position KL between teacher and student logits [..., V] over the Top-N index set (module docstring)."""
+    t = (teacher.detach() if detach else teacher).float()
+    s = student.float()
+    v = s.shape[-1]
+    n = min(int(topn), v)
+    with torch.no_grad():
+        idx = t.topk(n, dim=-1).indices
+    if index == "main":
+        if norm == "renormalize":
+            log_q, log_p = F.log_softmax(t.gather(-1, idx), -1), F.log_softmax(s.gather(-1, idx), -1)
+        else:
+            log_q, log_p = F.log_softmax(t, -1).gather(-1, idx), F.log_softmax(s, -1).gather(-1, idx)
+        keep = None
+    else:
+        with torch.no_grad():
+            keep = torch.zeros_like(s, dtype=torch.bool)
+            keep.scatter_(-1, idx, True)
+            keep.scatter_(-1, s.topk(n, dim=-1).indices, True)
+        if norm == "renormalize":
+            log_q = F.log_softmax(t.masked_fill(~keep, float("-inf")), -1)
+            log_p = F.log_softmax(s.masked_fill(~keep, float("-inf")), -1)
+        else:
+            log_q, log_p = F.log_softmax(t, -1), F.log_softmax(s, -1)
+
+    def kl(log_a: torch.Tensor, log_b: torch.Tensor) -> torch.Tensor:  # Σ a (log a - log b) over the index set
+        term = log_a.exp() * (log_a - log_b)
+        return (term if keep is None else torch.where(keep, term, 0.0)).sum(-1)
+
+    if direction == "forward":
+        return kl(log_q, log_p)
+    if direction == "reverse":
+        return kl(log_p, log_q)
+    return hybrid_weight * kl(log_q, log_p) + (1.0 - hybrid_weight) * kl(log_p, log_q)
+
+
+def head_targets(ids: torch.Tensor, k: int) -> torch.Tensor:
+    """Targets of depth k (k = 0: the main head) over a window [B, S]: t_{i+k+1} for i <= S-2-k."""
+    return ids[:, k + 1 :]
+
+
+def aligned(logits: torch.Tensor, k: int, j: int) -> torch.Tensor:
+    """Depth j's logits [B, S, V] (j = 0: main) at the positions whose target is depth k's: i + k - j for
+    i <= S-2-k, i.e. P^j on t_{i+k+1}."""
+    s = logits.shape[1]
+    return logits[:, k - j : s - 1 - j]
+
+
+def teachers(main: torch.Tensor, heads: Sequence[torch.Tensor], k: int, kind: str) -> list[torch.Tensor]:
+    """Teacher logits of depth k (1-based) on its targets: the main head, or {main, heads 1..k-1} (ensembles).
+    `heads[j-1]` = depth j's logits, for every j < k an ensemble needs."""
+    out = [aligned(main, k, 0)]
+    if kind != "main":
+        out += [aligned(heads[j - 1], k, j) for j in range(1, k)]
+    if kind == "ensemble_mean":
+        return [torch.stack([x.float() for x in out]).mean(0)]
+    return out
+
+
+@dataclass
+class P2LossOutput:
+    loss: torch.Tensor
+    metrics: dict[str, Any]
+
+
+def p2_loss(
+    main_logits: torch.Tensor,
+    head_logits: Sequence[torch.Tensor],
+    ids: torch.Tensor,
+    cfg: P2LossConfig,
+    step: int = 0,
+    first_depth: int = 1,
+) -> P2LossOutput:
+    """The loss of one window batch: `main_logits` [B, S, V] (Q), `head_logits[k-1]` [B, S, V] (P^k for depths
+    `first_depth` .. first_depth + len - 1; earlier depths are frozen and not scored: looped continued
+    pre-training), `ids` [B, S]. Metrics per depth k: ce@k, kl@k, agree@k (argmax P^k = argmax of its teacher
+    Q_{i+k}, a Megatron-style acceptance proxy), acc@k (argmax P^k = t_{i+k+1}); loss_main."""
+    num_heads = first_depth - 1 + len(head_logits)
+    alpha, beta = cfg.weights(step, num_heads)
+    ce_main = F.cross_entropy(main_logits[:, :-1].flatten(0, 1).float(), head_targets(ids, 0).flatten())
+    total = cfg.main_weight * ce_main
+    metrics: dict[str, Any] = {"loss_main": ce_main.detach()}
+    depth_logits = {first_depth + i: x for i, x in enumerate(head_logits)}
+    for k, logits in depth_logits.items():
+        student = aligned(logits, k, k)
+        target = head_targets(ids, k)
+        if student.shape[1] == 0:
+            continue
+        ce = F.cross_entropy(student.flatten(0, 1).float(), target.flatten())
+        if cfg.teacher != "main" and any(j not in depth_logits for j in range(1, k)):
+            raise ValueError(f"an ensemble teacher of depth {k} needs the logits of depths 1..{k - 1}")
+        teach = teachers(main_logits, [depth_logits.get(j) for j in range(1, k)], k, cfg.teacher)
+        kls = []
+        with torch.set_grad_enabled(torch.is_grad_enabled() and beta > 0):
+            for t in teach:
+                kls.append(
+                    topn_kl(
+                        student,
+                        t,
+                        cfg.topn,
+                        direction=cfg.direction,
+                        index=cfg.index,
+                        norm=cfg.norm,
+                        detach=cfg.detach,
+                        hybrid_weight=cfg.hybrid_weight,
+                    ).mean()
+                )
+        kl = torch.stack(kls).mean()  # ensemble_split: each teacher weighted β / |set|
+        total = total + alpha * ce + (beta * kl if beta > 0 else 0.0)
+        with torch.no_grad():
+            pred = student.argmax(-1)
+            metrics[f"ce@{k}"] = ce.detach()
+            metrics[f"kl@{k}"] = kl.detach()
+            metrics[f"agree@{k}"] = (pred == aligned(main_logits, k, 0).argmax(-1)).float().mean()
+            metrics[f"acc@{k}"] = (pred == target).float().mean()
+    return P2LossOutput(total, metrics)
+
+
+def metric_names(first_depth: int, last_depth: int) -> list[str]:
+    names = ["loss_main"]
+    for k in range(first_depth, last_depth + 1):
+        names += [f"ce@{k}", f"kl@{k}", f"agree@{k}", f"acc@{k}"]
+    return names

@@ -1,0 +1,339 @@
+"""Paper 2's tables (Tables 1-8) from the result files named by `plan.report_params`; figures in `figures.py`.
+
+* Table 1 / Table 7: CAR / AR (%) per head H and benchmark (K = 1: AR), pooled over each prompt set's prompts
+  (Eqs. 6-7), and their mean over benchmarks; per block, each further run minus the first, per head: the paired
+  bootstrap difference over prompts with its 95 % interval (all benchmarks pooled, and per benchmark).
+* Table 2 / Table 6: ablations, with main-head columns that a frozen or partly trained trunk can show at this
+  scale: validation CE of the main head, KL(base ‖ main) per token, the fraction of prompts whose greedy output
+  equals the base model's; Table 2 also head-1 AR per benchmark (the paper's "acc | AR").
+* Table 5: main-head accuracy (prompt sets with answers) and validation CE per run (a frozen trunk gives the same
+  values for every run by construction).
+* Table 8: the speed experiments' rows: speedup vs the baseline (measured and modeled), vs greedy, τ.
+* Tables 3-4: the configuration as run (the trunk's sizes and the heads; each run's optimiser, schedule, loss).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...io import atomic_write_text, read_jsonl
+from ...results import samples_path
+from .acceptance import HeadCounters, bootstrap_diff, pooled
+
+MISSING = "-"
+
+
+def load_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def prompt_counters(path: str) -> list[HeadCounters]:
+    """Per-prompt counters of an acceptance result (its samples)."""
+    return [
+        HeadCounters(np.asarray(s["A"]), np.asarray(s["C_cmp"]), int(s["C_step"]))
+        for s in read_jsonl(samples_path(path))
+    ]
+
+
+def pct(x: float | None, digits: int = 2) -> str:
+    return MISSING if x is None or not np.isfinite(x) else f"{100 * x:.{digits}f}"
+
+
+def write(numeric: pd.DataFrame, shown: pd.DataFrame, csv: str | os.PathLike, md: str | os.PathLike) -> None:
+    """The CSV holds raw numbers, the markdown the formatted cells."""
+    atomic_write_text(csv, numeric.to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(md, shown.to_markdown(index=False, disable_numparse=True) + "\n")
+
+
+# ------------------------------------------------------------------------------------------ CAR / AR tables
+
+
+def _car_ar_rows(params: dict, runs: Sequence[str]) -> tuple[list[dict], list[dict]]:
+    sets = params["prompt_sets"]
+    numeric, shown = [], []
+    for run in runs:
+        f = params["runs"][run]
+        k = f["heads"]
+        per_set = {ps: pooled(prompt_counters(f["acceptance"][ps][str(k)])) for ps in sets}
+        for h in range(k):
+            num: dict[str, Any] = {"run": run, "method": f["title"], "K": k, "H": h + 1}
+            txt: dict[str, Any] = {"K": k, "Method": f["title"] if h == 0 else "", "H": h + 1}
+            for ps in sets:
+                car, ar = float(per_set[ps].car[h]), float(per_set[ps].ar[h])
+                num[f"{ps} CAR"], num[f"{ps} AR"] = car, ar
+                txt[ps] = pct(ar) if k == 1 else f"{pct(car)} / {pct(ar)}"
+            car_m = float(np.mean([num[f"{ps} CAR"] for ps in sets]))
+            ar_m = float(np.mean([num[f"{ps} AR"] for ps in sets]))
+            num["mean CAR"], num["mean AR"] = car_m, ar_m
+            txt["Mean"] = pct(ar_m) if k == 1 else f"{pct(car_m)} / {pct(ar_m)}"
+            numeric.append(num)
+            shown.append(txt)
+    return numeric, shown
+
+
+def _diff_rows(params: dict, base: str, other: str) -> tuple[list[dict], list[dict]]:
+    """Paired bootstrap rows `other - base` per head (both at their K; heads up to the smaller K)."""
+    sets = params["prompt_sets"]
+    fa, fb = params["runs"][base], params["runs"][other]
+    k = min(fa["heads"], fb["heads"])
+    a = {ps: prompt_counters(fa["acceptance"][ps][str(fa["heads"])]) for ps in sets}
+    b = {ps: prompt_counters(fb["acceptance"][ps][str(fb["heads"])]) for ps in sets}
+
+    def cut(cs: list[HeadCounters]) -> list[HeadCounters]:
+        return [HeadCounters(c.accepted[:k], c.compared[:k], c.steps) for c in cs]
+
+    numeric, shown = [], []
+    for stat in ("ar", "car"):
+        by_set = {ps: bootstrap_diff(cut(a[ps]), cut(b[ps]), stat) for ps in sets}
+        overall = bootstrap_diff(cut([c for ps in sets for c in a[ps]]), cut([c for ps in sets for c in b[ps]]), stat)
+        for h in range(k):
+            label = f"{fb['title']} − {fa['title']} ({stat.upper()}, paired 95% CI)"
+            num: dict[str, Any] = {"run": f"{other}-{base}", "method": label, "K": k, "H": h + 1}
+            txt: dict[str, Any] = {"K": "", "Method": label if h == 0 else "", "H": h + 1}
+            for ps in sets:
+                d = by_set[ps]
+                num[f"{ps} {stat.upper()}"] = d["diff"][h]
+                num[f"{ps} {stat.upper()} lo"], num[f"{ps} {stat.upper()} hi"] = d["lo"][h], d["hi"][h]
+                txt[ps] = f"{100 * d['diff'][h]:+.2f} [{100 * d['lo'][h]:+.2f}, {100 * d['hi'][h]:+.2f}]"
+            num[f"all {stat.upper()}"] = overall["diff"][h]
+            num[f"all {stat.upper()} lo"], num[f"all {stat.upper()} hi"] = overall["lo"][h], overall["hi"][h]
+            d = overall
+            txt["Mean"] = f"{100 * d['diff'][h]:+.2f} [{100 * d['lo'][h]:+.2f}, {100 * d['hi'][h]:+.2f}] (pooled)"
+            numeric.append(num)
+            shown.append(txt)
+    return numeric, shown
+
+
+def car_ar_table(params: dict, csv: str, md: str) -> None:
+    """Tables 1 and 7 (module docstring)."""
+    spec = params["spec"]
+    blocks = spec.get("blocks") or [{"runs": spec["runs"]}]
+    numeric, shown = [], []
+    for b in blocks:
+        n, s = _car_ar_rows(params, b["runs"])
+        numeric += n
+        shown += s
+        for other in b["runs"][1:]:
+            n, s = _diff_rows(params, b["runs"][0], other)
+            numeric += n
+            shown += s
+    write(pd.DataFrame(numeric), pd.DataFrame(shown).fillna(""), csv, md)
+
+
+# ------------------------------------------------------------------------------------- main-head tables
+
+
+def _identical_to_base(params: dict, run: str) -> float | None:
+    f = params["runs"][run]
+    if params["base"]["reference"] is None:
+        return None
+    same = []
+    for ps in params["prompt_sets"]:
+        mine = {s["id"]: s["tokens"] for s in read_jsonl(samples_path(f["reference"][ps]))}
+        base = {s["id"]: s["tokens"] for s in read_jsonl(samples_path(params["base"]["reference"][ps]))}
+        same += [mine[i] == base[i] for i in base]
+    return float(np.mean(same)) if same else None
+
+
+def _accuracy(params: dict, run: str) -> tuple[float | None, float | None, int]:
+    """Main-head accuracy on the prompt sets with answers (pooled), its standard error and n."""
+    hits = []
+    for ps in params["prompt_sets"]:
+        r = load_json(params["runs"][run]["reference"][ps])
+        acc = (r.get("metrics") or {}).get("accuracy")
+        if acc is not None:
+            hits += [acc["value"]] * int(r["n"])
+    if not hits:
+        return None, None, 0
+    p, n = float(np.mean(hits)), len(hits)
+    return p, float(np.sqrt(p * (1 - p) / max(n - 1, 1))), n
+
+
+def main_head_table(params: dict, csv: str, md: str, with_ar: bool) -> None:
+    """Tables 2, 5 and 6 (module docstring)."""
+    sets = params["prompt_sets"]
+    numeric, shown = [], []
+    for run in params["spec"]["runs"]:
+        f = params["runs"][run]
+        val = load_json(f["validation"])["metrics"]
+        acc, err, n = _accuracy(params, run)
+        ident = _identical_to_base(params, run)
+        num = {
+            "run": run,
+            "method": f["title"],
+            "K": f["heads"],
+            "main_accuracy": acc,
+            "main_accuracy_stderr": err,
+            "n_answers": n,
+            "main_val_ce": val.get("loss_main"),
+            "kl_base_main": 0.0 if f["main"] == params["base"]["model"] else val.get("kl_base_main"),
+            "identical_to_base": ident,
+            "head1_val_ce": val.get("ce@1"),
+            "head1_val_agree": val.get("agree@1"),
+        }
+        txt = {
+            "Method": f["title"],
+            "K": f["heads"],
+            f"main acc. (n={n})": MISSING if acc is None else f"{100 * acc:.1f} ± {100 * err:.1f}",
+            "main val CE": f"{num['main_val_ce']:.4f}",
+            "KL(base‖main)": MISSING if num["kl_base_main"] is None else f"{num['kl_base_main']:.4f}",
+            "identical to base": pct(ident, 1),
+        }
+        if with_ar:
+            ars = []
+            for ps in sets:
+                ar = pooled(prompt_counters(f["acceptance"][ps][str(f["heads"])])).ar[0]
+                num[f"{ps} AR"] = float(ar)
+                txt[ps] = pct(ar)
+                ars.append(float(ar))
+            num["mean AR"] = float(np.mean(ars))
+            txt["Mean AR"] = pct(num["mean AR"])
+        numeric.append(num)
+        shown.append(txt)
+    write(pd.DataFrame(numeric), pd.DataFrame(shown), csv, md)
+
+
+# ------------------------------------------------------------------------------------------- speed table
+
+
+def speed_frame(params: dict) -> pd.DataFrame:
+    """One row per bench row (and per prompt set): speedups vs the baseline and greedy, measured and modeled."""
+    sp = params["speed"]
+    rows = []
+    for r in sp["rows"]:
+        res = load_json(sp["paths"][r["label"]])
+        st = res["decode_stats"]
+        base = {"label": r["label"], "title": r["title"], "run": r["run"], "depth": r["depth"]}
+        rows.append(
+            {
+                **base,
+                "set": "all",
+                "tokens_per_s": st["tokens_per_s"],
+                "speedup_vs_baseline": st["speedup_vs_baseline"],
+                "modeled_speedup_vs_baseline": st.get("modeled_speedup_vs_baseline"),
+                "speedup_vs_greedy": st["speedup_vs_greedy"],
+                "modeled_speedup_vs_greedy": st.get("modeled_speedup_vs_greedy"),
+                "tau": st["heads"]["tau"],
+                "identical_fraction": st["identical_fraction"],
+            }
+        )
+        for cat, c in res["per_category"].items():
+            rows.append(
+                {**base, "set": cat, "tokens_per_s": c["tokens_per_s"], "speedup_vs_baseline": c["speedup_vs_baseline"]}
+            )
+    return pd.DataFrame(rows)
+
+
+def speed_table(params: dict, csv: str, md: str) -> None:
+    """Table 8 (module docstring)."""
+    frame = speed_frame(params)
+    overall = frame[frame["set"] == "all"]
+    shown = pd.DataFrame(
+        {
+            "Strategy": overall["title"],
+            "D": overall["depth"],
+            "speedup vs baseline (measured)": [f"{x:.3f}" for x in overall["speedup_vs_baseline"]],
+            "speedup vs baseline (modeled)": [
+                MISSING if x is None else f"{x:.3f}" for x in overall["modeled_speedup_vs_baseline"]
+            ],
+            "vs greedy (measured)": [f"{x:.3f}" for x in overall["speedup_vs_greedy"]],
+            "τ": [f"{x:.3f}" for x in overall["tau"]],
+            "identical": [pct(x, 0) for x in overall["identical_fraction"]],
+        }
+    )
+    write(frame, shown, csv, md)
+
+
+# ------------------------------------------------------------------------------------------ config tables
+
+
+def config_table(params: dict, csv: str, md: str, model_config: dict) -> None:
+    """Table 3: the trunk's configuration and the heads (Table 3's rows that the trunk's config has)."""
+    c = model_config
+    rows = [
+        ("dim", c.get("hidden_size")),
+        ("n_heads", c.get("num_attention_heads")),
+        ("n_kv_heads", c.get("num_key_value_heads")),
+        ("head_dim", c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]),
+        ("embedding_tie", c.get("tie_word_embeddings")),
+        ("qk_norm", c.get("model_type") == "qwen3"),
+        ("ffn_hidden_dim", c.get("intermediate_size")),
+        ("max_seq_len", c.get("max_position_embeddings")),
+        ("rope_theta", (c.get("rope_parameters") or {}).get("rope_theta", c.get("rope_theta"))),
+        ("norm_eps", c.get("rms_norm_eps")),
+        ("decoder_layers", c.get("num_hidden_layers")),
+        ("vocab_size", c.get("vocab_size")),
+        ("num_mtp_heads", ", ".join(str(k) for k in params["heads"])),
+        ("mtp_head_layers", 1),
+        ("mtp_dense_or_moe", "dense"),
+    ]
+    frame = pd.DataFrame(rows, columns=["Hyperparameter", params["base"]["model"]]).astype(str)
+    write(frame, frame, csv, md)
+
+
+def hyper_table(params: dict, csv: str, md: str) -> None:
+    """Table 4: each run's training as configured and run (optimiser, schedule, data, loss)."""
+    rows = []
+    for run in params["spec"]["runs"]:
+        f = params["runs"][run]
+        t, m = f["train"], f["method"]
+        loss = m.get("loss") or {}
+        rec = load_json(f["record"])
+        rows.append(
+            {
+                "run": run,
+                "method": f["title"],
+                "K": f["heads"],
+                "trunk": m.get("trunk", "frozen"),
+                "optimizer": f"AdamW {tuple(t.get('betas', (0.9, 0.95)))} eps {t.get('eps', 1e-8)} wd {t.get('weight_decay', 0.1)}",
+                "clip": t.get("grad_clip", 1.0),
+                "max_lr": t.get("lr"),
+                "schedule": f"{t.get('schedule', 'constant')} (decay {t.get('decay_fraction', 0.1)}), min ratio {t.get('min_lr_ratio', 0.0)}",
+                "warmup_steps": t.get("warmup_steps"),
+                "steps": rec.get("steps", t.get("max_steps")),
+                "seq_len": m.get("seq_len"),
+                "batch_tokens": int(t.get("global_batch_size", 0)) * int(m.get("seq_len", 0)),
+                "alpha": loss.get("alpha", 0.3),
+                "beta": loss.get("beta", 1.0),
+                "topn": loss.get("topn", 10000),
+                "kl": loss.get("direction", "forward"),
+                "detach": loss.get("detach", True),
+                "teacher": loss.get("teacher", "main"),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    write(frame, frame.astype(str), csv, md)
+
+
+def make_table(params: dict, csv: str, md: str) -> None:
+    """Table `params["name"]` (plan.report_params) into `csv` and `md`."""
+    name = params["name"]
+    if name in ("table1", "table7"):
+        car_ar_table(params, csv, md)
+    elif name in ("table2", "table5", "table6"):
+        main_head_table(params, csv, md, with_ar=name == "table2")
+    elif name == "table8":
+        speed_table(params, csv, md)
+    elif name == "table3":
+        config_table(params, csv, md, trunk_config(params))
+    elif name == "table4":
+        hyper_table(params, csv, md)
+    else:
+        raise ValueError(f"paper 2 has no table {name!r}")
+
+
+def trunk_config(params: dict) -> dict:
+    """The trunk's config.json (a prepared checkpoint), or its hub/local config."""
+    from transformers import AutoConfig
+
+    from ...models import checkpoint_location
+
+    where, kwargs = checkpoint_location(params["model_spec"], params["model_dir"])
+    return AutoConfig.from_pretrained(where, **kwargs).to_dict()

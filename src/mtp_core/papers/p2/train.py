@@ -1,0 +1,340 @@
+"""Paper 2's training for the generic loop (`mtp_core.train.loop.train`): MTP / MTP-D heads and looped extension.
+
+**What trains (`trunk`).** `frozen` (embedded default): only the heads, on the frozen trunk's h^0 (the paper's own
+regime for looped extension, §3.3; the feature cache serves it); `last_layers`: the heads plus the trunk's last
+`trunk_layers` decoder layers and final norm, with the main CE (embedding and lm_head frozen; the partial-joint
+regime of the ablations where the main head must be able to move, Tables 2 and 6); `all`: everything, from
+scratch (§4.1, paper scale). The shared embedding and lm_head are the trunk's (heads read them at call time).
+
+**Looped extension with continued pre-training (§3.3, Fig. 2).** `extend: {heads: <dir>, new_heads, group,
+source}`: the source run's heads grow by copies of a group (`DeepSeekMTPHeads.extend`); the trunk and the old
+heads are frozen and only the new depths are scored (the same CE + KL loss, the main head as teacher).
+
+`P2Step.state_dict` is the fingerprint of the frozen trunk and of the frozen heads, checked on resume: both are
+rebuilt from their sources, not saved with every checkpoint. The export is one directory: the heads
+(`heads.save_heads`, naming their trunk by fingerprint) and, when the trunk trained, its HF checkpoint beside
+them (`decoder.heads` and `load_model(checkpoint=...)` then read the same directory).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...config import section_keys
+from ...data.shards import TokenShards
+from ...heads import load_heads, save_heads, trunk_fingerprint
+from ...heads.deepseek import CONCAT, INITS, DeepSeekMTPHeads
+from ...io import atomic_dir
+from ...layers import causal_mask, rope, run_layers
+from ...train.config import TrainConfig
+from ...train.loop import MicroBatchSpec, StepContext, StepOutput, TrainResult, resolve_device, train
+from .data import FeatureCache, Windows
+from .losses import P2LossConfig, metric_names, p2_loss
+
+log = logging.getLogger(__name__)
+TRUNK = ("frozen", "last_layers", "all")
+
+
+@dataclass(frozen=True)
+class P2Config:
+    """One run's method settings (config `papers.p2.method`, keys = field names; `loss` = `P2LossConfig`).
+
+    `seq_len` window tokens; `val_tokens` held out at the stream's end; `window_seed` the window order;
+    `num_heads` K; `trunk` frozen | last_layers | all with `trunk_layers`; `init` copy_last | normal (the heads'
+    initialisation, `DeepSeekMTPHeads.from_trunk`); `concat` (A10); `feature_cache` (frozen trunks only: read the
+    trunk's features from the cache instead of running it)."""
+
+    seq_len: int = 4096
+    val_tokens: int = 100_000
+    window_seed: int = 0
+    num_heads: int = 1
+    trunk: str = "frozen"
+    trunk_layers: int = 0
+    init: str = "copy_last"
+    concat: str = "emb_first"
+    feature_cache: bool = True
+    loss: P2LossConfig = field(default_factory=P2LossConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.loss, dict):
+            object.__setattr__(self, "loss", P2LossConfig.from_dict(self.loss))
+        if self.num_heads < 1:
+            raise ValueError(f"num_heads (K) must be >= 1, got {self.num_heads}")
+        if self.seq_len < self.num_heads + 2:
+            raise ValueError(f"seq_len {self.seq_len} leaves no scored position for head {self.num_heads}")
+        if self.trunk not in TRUNK:
+            raise ValueError(f"trunk: {self.trunk!r} is not one of {', '.join(TRUNK)}")
+        if (self.trunk == "last_layers") != (self.trunk_layers > 0):
+            raise ValueError(f"trunk_layers {self.trunk_layers}: > 0 exactly when trunk is last_layers")
+        if self.init not in INITS or self.concat not in CONCAT:
+            raise ValueError(f"init {self.init!r} / concat {self.concat!r}: one of {INITS} / {CONCAT}")
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> P2Config:
+        d = section_keys(cls, d, "p2 method")
+        if "loss" in d:
+            d["loss"] = P2LossConfig.from_dict(d["loss"])
+        return cls(**d)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def feature_layer(self, num_layers: int) -> int | None:
+        """The trunk layer whose input a feature cache holds (L: h^0), or None when nothing is cached."""
+        if not self.feature_cache or self.trunk == "all":
+            return None
+        return num_layers - self.trunk_layers
+
+
+# ------------------------------------------------------------------------------------------------- model
+
+
+class P2Model(nn.Module):
+    """What the loop trains: the heads, plus the trunk's trained part (`last_layers`: its last layers and final
+    norm; `all`: the whole trunk). The rest of the trunk is read at call time and never registered, so state
+    dicts and checkpoints hold exactly what trains."""
+
+    def __init__(self, trunk: nn.Module, heads: DeepSeekMTPHeads, cfg: P2Config, first_depth: int = 1):
+        super().__init__()
+        self.heads, self.cfg, self.first_depth = heads, cfg, first_depth
+        object.__setattr__(self, "trunk", trunk)  # not a submodule
+        n = trunk.config.num_hidden_layers
+        if cfg.trunk == "all":
+            self.main = trunk
+        elif cfg.trunk == "last_layers":
+            self.tail = nn.ModuleList(trunk.model.layers[n - cfg.trunk_layers :])
+            self.norm = trunk.model.norm
+
+    def hidden(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """h^0 of the batch's windows: cached features, the trunk's tail on its cached input, or the trunk."""
+        ids = batch["ids"]
+        if self.cfg.trunk == "all":
+            return self.main.model(input_ids=ids).last_hidden_state
+        if self.cfg.trunk == "frozen":
+            if "h" in batch:
+                return batch["h"]
+            with torch.no_grad():
+                return self.trunk.model(input_ids=ids).last_hidden_state
+        h = batch["h"] if "h" in batch else self._tail_input(ids)
+        pos = torch.arange(ids.shape[1], device=ids.device)[None].expand_as(ids)
+        start = self.trunk.config.num_hidden_layers - self.cfg.trunk_layers
+        mask = causal_mask(self.trunk, h, None, pos, start)
+        h = run_layers(
+            self.trunk, h, start, start + self.cfg.trunk_layers, pos=pos, mask=mask, rope=rope(self.trunk, h, pos)
+        )
+        return self.norm(h)
+
+    def _tail_input(self, ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            out = self.trunk.model(input_ids=ids, output_hidden_states=True)
+        return out.hidden_states[self.trunk.config.num_hidden_layers - self.cfg.trunk_layers]
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(main logits Q [B, S, V], logits of the scored depths [P^first .. P^K])."""
+        ids = batch["ids"]
+        h0 = self.hidden(batch)
+        lm_head = self.trunk.lm_head
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.cfg.trunk != "frozen"):
+            main = lm_head(h0)
+        hs = self.heads.forward_train(self.trunk, h0, ids)
+        return main, [lm_head(h) for h in hs[self.first_depth - 1 :]]
+
+
+# ------------------------------------------------------------------------------------------------- data
+
+
+class P2Batches:
+    """The loop's `BatchSource`: rows `spec.start ..` of the window stream, with their cached features."""
+
+    def __init__(self, windows: Windows, features: FeatureCache | None = None):
+        self.windows, self.features = windows, features
+
+    def micro_batch(self, spec: MicroBatchSpec) -> dict[str, torch.Tensor]:
+        batch = {"ids": torch.from_numpy(self.windows.train_rows(spec.start, spec.size))}
+        if self.features is not None:
+            batch["h"] = self.features.rows(spec.start, spec.size)
+        return batch
+
+
+# ------------------------------------------------------------------------------------------------- step
+
+
+class P2Step:
+    """`p2_loss` over the model's logits -> `StepOutput`; holds the frozen trunk (module docstring)."""
+
+    frozen_modules = ("trunk",)
+
+    def __init__(self, trunk: nn.Module, heads: DeepSeekMTPHeads, cfg: P2Config, first_depth: int, *, tokenizer=None):
+        self.trunk, self.cfg, self.first_depth, self.tokenizer = trunk, cfg, first_depth, tokenizer
+        self.metric_names = metric_names(first_depth, heads.num_heads)
+        self._fingerprint = self._fingerprints(heads)
+
+    def _fingerprints(self, heads: DeepSeekMTPHeads) -> dict[str, Any]:
+        frozen = [h for h in heads.heads[: self.first_depth - 1]]
+        with torch.no_grad():
+            old = float(sum(p.double().sum() + p.double().square().sum() for h in frozen for p in h.parameters()))
+        return {"trunk": None if self.cfg.trunk == "all" else trunk_fingerprint(self.trunk), "frozen_heads": old}
+
+    def setup(self, device: torch.device, dist: Any) -> None:
+        self.trunk.to(device)
+
+    def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor], ctx: StepContext) -> StepOutput:
+        main, heads = model(batch)
+        out = p2_loss(main, heads, batch["ids"], self.cfg.loss, ctx.step, self.first_depth)
+        return StepOutput(loss=out.loss, metrics=out.metrics, tokens=batch["ids"].numel())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"fingerprints": self._fingerprint}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved = state.get("fingerprints")
+        if saved is not None and saved["trunk"] != self._fingerprint["trunk"]:
+            raise ValueError(f"the trunk differs from the one this checkpoint trained on ({saved['trunk']})")
+        if saved is not None and abs(saved["frozen_heads"] - self._fingerprint["frozen_heads"]) > 1e-6 * max(
+            1.0, abs(saved["frozen_heads"])
+        ):
+            raise ValueError("the frozen heads differ from those this checkpoint was extended from")
+
+    def export(self, model: nn.Module, path: str | os.PathLike) -> Path:
+        """The heads, and the trained trunk's HF checkpoint when it trained, in one directory."""
+        info = {"trunk_trained": self.cfg.trunk != "frozen", "first_trained_depth": self.first_depth}
+        if self.cfg.trunk == "frozen":
+            return save_heads(model.heads, path, self.trunk, extra=info)
+        with atomic_dir(path) as tmp:
+            self.trunk.save_pretrained(tmp, safe_serialization=True)
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(tmp)
+            save_heads(model.heads, tmp / "heads", self.trunk, extra=info)
+        return Path(path)
+
+
+def heads_dir(run_model_dir: str | os.PathLike) -> Path:
+    """Where a run's export keeps its heads: the directory itself, or `heads/` beside a trained trunk."""
+    p = Path(run_model_dir)
+    return p / "heads" if (p / "heads").is_dir() else p
+
+
+# ------------------------------------------------------------------------------------------------- entry
+
+
+def build_heads(trunk: nn.Module, cfg: P2Config, extend: dict | None, seed: int) -> tuple[DeepSeekMTPHeads, int]:
+    """New heads (seeded), or an extension of a run's heads; returns them with the first depth that trains."""
+    if extend is None:
+        torch.manual_seed(seed)
+        return DeepSeekMTPHeads.from_trunk(trunk, cfg.num_heads, init=cfg.init, concat=cfg.concat), 1
+    base = load_heads(heads_dir(extend["heads"]), trunk)
+    if not isinstance(base, DeepSeekMTPHeads):
+        raise ValueError(f"{extend['heads']}: {base.arch} heads cannot be extended")
+    heads = base.extend(int(extend["new_heads"]), extend.get("group"), extend.get("source", "latest"))
+    for h in heads.heads[: base.num_heads]:
+        h.requires_grad_(False)
+    return heads, base.num_heads + 1
+
+
+def train_p2(
+    loaded: Any,
+    shards: str | os.PathLike,
+    p2_cfg: P2Config | dict,
+    train_cfg: TrainConfig | dict,
+    out_dir: str | os.PathLike,
+    *,
+    features: str | os.PathLike | None = None,
+    extend: dict | None = None,
+    device: str | torch.device | None = None,
+    dist: Any = None,
+    callbacks: Sequence[Any] = (),
+) -> TrainResult:
+    """Train MTP(-D) heads on the windows of `shards` (index.json) from a `LoadedModel`; resumes from
+    `out_dir/checkpoints`. `features`: the feature cache of a frozen trunk; `extend`: looped extension."""
+    cfg = p2_cfg if isinstance(p2_cfg, P2Config) else P2Config.from_dict(p2_cfg)
+    tc = train_cfg if isinstance(train_cfg, TrainConfig) else TrainConfig.from_dict(train_cfg)
+    trunk = loaded.model
+    if extend is not None and cfg.trunk != "frozen":
+        raise ValueError("looped extension trains new heads on a frozen trunk (trunk: frozen)")
+    trunk.requires_grad_(cfg.trunk == "all")
+    heads, first = build_heads(trunk, cfg, extend, tc.seed)
+    model = P2Model(trunk, heads, cfg, first)
+    if cfg.trunk == "last_layers":
+        model.tail.requires_grad_(True)
+        model.norm.requires_grad_(True)
+    windows = Windows(TokenShards(shards), cfg.seq_len, cfg.val_tokens, cfg.window_seed)
+    cache = None
+    layer = cfg.feature_layer(trunk.config.num_hidden_layers)
+    if features is not None and layer is not None:
+        cache = FeatureCache.open(features, trunk, cfg.seq_len, layer, tc.max_steps * tc.global_batch_size)
+    log.info(
+        "P2 data: %d training windows of %d tokens (%d validation), K=%d, trunk %s, features %s",
+        windows.n_train,
+        cfg.seq_len,
+        windows.n_val,
+        heads.num_heads,
+        cfg.trunk,
+        features if cache is not None else "none",
+    )
+    step = P2Step(trunk, heads, cfg, first, tokenizer=loaded.tokenizer)
+    return train(
+        step,
+        model,
+        P2Batches(windows, cache),
+        tc,
+        out_dir,
+        dist=dist,
+        device=resolve_device(device),
+        callbacks=callbacks,
+    )
+
+
+# -------------------------------------------------------------------------------------- launcher method `p2`
+
+SETTINGS = ("model", "base_dir", "base_stamp", "trunk_dir", "shards", "features", "extend", "train", "p2")
+
+
+def launch_check(settings: dict) -> dict:
+    """Settings of method `p2` (`plan.run_settings`): `model` (spec), `base_dir` (its prepared checkpoint),
+    `base_stamp`, `trunk_dir` (an extension of a run that trained its trunk: that run's export, else None),
+    `shards` (index.json), `features` (a feature directory or None), `extend` ({heads, new_heads, group, source}
+    or None), `train` (TrainConfig keys), `p2` (P2Config keys). Paths come back absolute."""
+    from ...train.launch.methods import known_keys
+
+    known_keys(settings, SETTINGS, "p2 settings")
+    for key in ("model", "shards", "train", "p2"):
+        if key not in settings:
+            raise ValueError(f"p2 settings: {key!r} is required")
+    TrainConfig.from_dict(settings["train"])
+    P2Config.from_dict(settings["p2"])
+    out = dict(settings)
+    for key in ("shards", "features", "base_dir", "trunk_dir"):
+        if out.get(key) is not None:
+            out[key] = str(Path(out[key]).resolve())
+            if not Path(out[key]).exists():
+                raise ValueError(f"p2 settings.{key}: {settings[key]} does not exist")
+    if out.get("extend"):
+        out["extend"] = {**out["extend"], "heads": str(Path(out["extend"]["heads"]).resolve())}
+    return out
+
+
+def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
+    """In the job: load the trunk, then `train_p2` (resumes from `run_dir/checkpoints`)."""
+    from ...models import load_model
+
+    loaded = load_model(settings["model"], base_dir=settings.get("base_dir"), checkpoint=settings.get("trunk_dir"))
+    return train_p2(
+        loaded,
+        settings["shards"],
+        settings["p2"],
+        settings["train"],
+        run_dir,
+        features=settings.get("features"),
+        extend=settings.get("extend"),
+        device=device,
+        dist=dist,
+        callbacks=callbacks,
+    )

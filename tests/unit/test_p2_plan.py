@@ -1,0 +1,86 @@
+"""Paper 2's plan: run merging (extensions inherit their source's method with a frozen trunk), mains, settings,
+feature keys, result paths, speed rows across trunks, leaderboard rows, and the checks that name the key."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from mtp_core.config import ConfigError
+from mtp_core.papers.p2 import experiments, plan
+from mtp_core.validation import check_references, load_config
+
+from ..conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_config(REPO / "config/tiny.yaml")
+
+
+def test_runs_mains_and_settings(tiny):
+    ext = plan.run_plan(tiny, "loopd_4to8")
+    assert ext.method["num_heads"] == 8 and ext.method["trunk"] == "frozen" and ext.method["loss"]["beta"] == 0.5
+    assert ext.extend == {"from": "mtpd_k4", "new_heads": 4, "source": "latest", "group": None}
+    assert plan.main_of(tiny, "mtpd_k4") == "tiny-qwen3-math" == plan.main_of(tiny, "loopd_4to8")
+    assert plan.main_of(tiny, "t2_mtpd") == "t2_mtpd"  # a trained trunk decodes as its own main
+    assert plan.heads_path(tiny, "t2_mtpd") == "results/models/p2/t2_mtpd/model/heads"
+    assert plan.heads_path(tiny, "mtpd_k4") == "results/models/p2/mtpd_k4/model"
+    assert plan.depths(tiny) == [1, 4, 8] and plan.max_depth(tiny) == 8
+    assert (
+        plan.acceptance_path("mtp_k1", "math", plan.setting_label(8)) == "results/decode/p2/mtp_k1/prompts-math/h8.json"
+    )
+    keys = plan.feature_keys(tiny)
+    assert set(keys) == {"tiny-qwen3-math-pretrain-s32-w0-t0", "tiny-qwen3-math-pretrain-s32-w0-t1"}
+    assert keys["tiny-qwen3-math-pretrain-s32-w0-t0"]["rows"] == 12  # 3 steps x 4 rows, the longest run
+    assert plan.feature_key(tiny, "loopd_4to8") is None
+    settings = plan.run_settings(tiny, "loopd_4to8")
+    assert settings["extend"]["heads"] == "results/models/p2/mtpd_k4/model" and settings["trunk_dir"] is None
+
+
+def test_speed_rows_and_leaderboard(tiny):
+    rows = experiments.speed_rows(tiny, "table8")
+    assert [r["label"] for r in rows] == ["mtpd_k4-h8", "loopd_4to8-h8", "mtp_k1-h1"]
+    assert experiments.speed_baseline(tiny, "table8") == "mtp_k1-h1"
+    assert list(experiments.speed_decoders(tiny, "fig4"))[0] == "greedy"
+    entries = plan.leaderboard_entries(tiny)
+    assert [e.label for e in entries] == ["p2-mtp_k1-h1", "p2-mtpd_k4-h4"]
+    assert entries[1].params == {"decoder": "mtp-spec", "heads": "results/models/p2/mtpd_k4/model", "num_drafts": 4}
+    assert entries[1].checkpoint is None and entries[1].needs == ("results/models/p2/mtpd_k4/model",)
+
+
+def test_speed_rows_of_several_trunks(tiny):
+    cfg = copy.deepcopy(tiny)
+    cfg["papers"]["p2"]["figures"]["fig4"] = {"runs": ["mtp_k1", "t2_mtpd"], "baseline": "mtp_k1"}
+    assert experiments.speed_mains(cfg, "fig4") == ["tiny-qwen3-math", "t2_mtpd"]
+    assert list(experiments.speed_decoders(cfg, "fig4")) == ["greedy", "greedy-t2_mtpd", "mtp_k1-h1", "t2_mtpd-h1"]
+    assert experiments.speed_trunks(cfg, "fig4")["greedy-t2_mtpd"] == "t2_mtpd"
+
+
+def _bad(tiny, edit, message):
+    cfg = copy.deepcopy(tiny)
+    edit(cfg["papers"]["p2"])
+    with pytest.raises(ConfigError, match=message):
+        check_references(cfg)
+
+
+def test_checks_name_the_key(tiny):
+    _bad(
+        tiny,
+        lambda s: s["runs"]["mtp_k1"].update(method={"loss": {"topn": 0}}),
+        r"papers\.p2\.runs\.mtp_k1\.method.*topn",
+    )
+    _bad(tiny, lambda s: s["runs"]["mtp_k1"].update(method={"num_heads": 0}), r"runs\.mtp_k1\.method.*num_heads")
+    _bad(tiny, lambda s: s["runs"]["mtp_k1"].update(method={"loss": {"beta": -1}}), r"runs\.mtp_k1\.method.*beta")
+    _bad(tiny, lambda s: s["tables"]["table5"].update(runs=["nope"]), r"papers\.p2\.tables\.table5: run 'nope'")
+    _bad(tiny, lambda s: s["figures"]["fig3"].update(depth=6), r"papers\.p2\.figures\.fig3\.depth")
+    _bad(tiny, lambda s: s["figures"]["fig4"].update(baseline="t2_mtpd"), r"fig4\.baseline")
+    _bad(
+        tiny,
+        lambda s: s["runs"].update(x={"extend": {"from": "mtpd_k4", "new_heads": 2, "group": 5}}),
+        r"runs\.x\.extend\.group",
+    )
+    _bad(tiny, lambda s: s["runs"].update({"tiny-llama": {}}), r"named like a model")
+    _bad(tiny, lambda s: s["runs"]["mtp_k1"].update(train={"max_steps": 1, "warmup_steps": 1}), r"warmup_steps")
+    _bad(tiny, lambda s: s.update(in_all=["table1", "table6"]) or s["tables"].pop("table6"), r"in_all: table6")
