@@ -17,10 +17,10 @@ from mtp_core.decoding.tree import (
     TreeContext,
     TreeDecoder,
     TreeState,
-    greedy_accept,
     tree_forward,
     verify_tree,
 )
+from mtp_core.decoding.tree_accept import greedy_accept
 from mtp_core.masks.tree import (
     ancestor_mask,
     candidates_from_topk,

@@ -15,9 +15,8 @@ from mtp_core.decoding.tree import (
     TreeDecoder,
     TreeState,
     _chunk_layout,
-    greedy_accept,
-    typical_accept,
 )
+from mtp_core.decoding.tree_accept import greedy_accept, typical_accept
 from mtp_core.masks.tree import chain_buffers, tree_buffers
 
 from .test_tree import random_prompts

@@ -4,7 +4,7 @@
 import mtp_core.papers.p5.plan as p5plan
 from mtp_core.papers.p5 import PAPER as P5_PAPER
 
-P5 = P5_PAPER.enabled(config)  # checked before any job (common.smk: validation.check_references -> p5plan.check)
+P5 = P5_PAPER.enabled(config)  # checked before any job (common.smk: validation.check_references -> papers.p5.checks.check)
 
 
 def p5_tasks():

@@ -1,4 +1,7 @@
-"""Lossless tree verification (the shared core of P3 and P5) and a generic draft-verify-accept decoder.
+"""Lossless tree verification (the shared core of P2, P3 and P5) and a generic draft-verify-accept decoder.
+
+The acceptance rules live in `decoding.tree_accept`, the state objects (`TreeContext`, `TreeVerifyResult`,
+`Draft`, `TreeState`) in `decoding.tree_state`.
 
 One verification step (Medusa `tree_decoding` + `evaluate_posterior` + `update_inference_inputs`, generalised
 to batches):
@@ -41,7 +44,6 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import torch
@@ -51,67 +53,10 @@ from transformers.cache_utils import DynamicLayer
 from ..masks.tree import TreeBuffers, ancestor_mask, chain_buffers, chunk_attention_mask
 from .base import Decoder, GenerationResult, StopCriteria
 from .batch import prepare_batch
-from .cache import crop_cache, select_rows
+from .cache import crop_cache
 from .stopping import StopTracker
-
-
-def _select(obj: Any, rows: torch.Tensor) -> None:
-    """Keep batch rows `rows` of every batch-first tensor / list field of a dataclass, in place."""
-    idx = rows.tolist()
-    for f in fields(obj):
-        v = getattr(obj, f.name)
-        if isinstance(v, torch.Tensor) and v.dim() > 0:
-            setattr(obj, f.name, v[rows.to(v.device)])
-        elif isinstance(v, list):
-            setattr(obj, f.name, [v[i] for i in idx])
-
-
-@dataclass
-class TreeContext:
-    """The verified state of a batch: the cache holds every emitted token except `root` (the last one)."""
-
-    cache: DynamicCache
-    kv_mask: torch.Tensor  # [B, L] bool: which cached slots each row may attend to
-    root: torch.Tensor  # [B] long: last emitted token, fed as node 0 of the next chunk
-    root_pos: torch.Tensor  # [B] long: its position id
-
-    @property
-    def batch_size(self) -> int:
-        return int(self.root.shape[0])
-
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep only batch rows `rows` (cache included)."""
-        rows = rows.to(self.root.device)
-        select_rows(self.cache, rows)
-        self.kv_mask, self.root, self.root_pos = self.kv_mask[rows], self.root[rows], self.root_pos[rows]
-
-
-@dataclass
-class TreeVerifyResult:
-    """Outcome of one verification step. D = tree depth; path entries past `num_accepted` are padding."""
-
-    tokens: torch.Tensor  # [B, D+1] emitted tokens: accepted drafts then the bonus token, -1 padded
-    num_accepted: torch.Tensor  # [B] accepted drafts (bonus excluded); the row emits num_accepted + 1 tokens
-    path: torch.Tensor  # [B, D+1] chunk rows of root + accepted nodes, -1 padded
-    last_node: torch.Tensor  # [B] deepest accepted node (where the bonus token was predicted)
-    node_argmax: torch.Tensor  # [B, N] the model's argmax at every tree node
-    last_logits: torch.Tensor  # [B, V] logits at last_node (they produced the bonus token)
-    logits: torch.Tensor | None = None  # [B, D+1, V] at the path nodes (return_logits)
-    hidden: torch.Tensor | None = None  # [B, D+1, H] final (post-norm, lm_head input) hidden states at the path
-    #                                     nodes (return_hidden)
-    extra_logits: torch.Tensor | None = None  # [B, E, V] at the extra rows
-    extra_hidden: torch.Tensor | None = None  # [B, E, H] (return_hidden)
-    node_ok: torch.Tensor | None = None  # [B, N] bool: each node's token passes the acceptance rule at its parent
-    #                                      (whether or not `allowed`: the what-if of nodes that may not be accepted)
-    chunk_rows: int = 0  # rows the forward ran (root, nodes, extra rows, padding)
-
-    def emitted(self) -> list[list[int]]:
-        """Per row, the tokens this step emitted (accepted drafts then bonus)."""
-        n = (self.num_accepted + 1).tolist()
-        return [row[:k] for row, k in zip(self.tokens.tolist(), n)]
-
-    def select(self, rows: torch.Tensor) -> None:
-        _select(self, rows)
+from .tree_accept import _greedy_from_ok, node_ok, typical_accept
+from .tree_state import Draft, TreeContext, TreeState, TreeVerifyResult
 
 
 def attn_is_eager(model: torch.nn.Module) -> bool:
@@ -189,102 +134,6 @@ def tree_forward(
         out = model(input_ids=ids, **kw)
     hidden = out.hidden_states[-1] if output_hidden else None
     return out.logits, hidden
-
-
-def greedy_accept(
-    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, allowed: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Greedy tree acceptance (Medusa `evaluate_posterior`, temperature 0), vectorised over rows and nodes.
-
-    `node_argmax` [B, N]: the model's argmax at every node; `candidates` [B, N-1]: drafted tokens (-1 = none);
-    `allowed` [N] bool: nodes that may be accepted (None: all). Returns `(num_accepted [B], last_node [B],
-    path [B, D+1], tokens [B, D+1])`; `tokens` are the accepted drafts followed by the bonus token (the argmax at
-    `last_node`), -1 padded.
-    """
-    return _greedy_from_ok(node_argmax, candidates, buffers, node_ok(node_argmax, candidates, buffers, allowed))
-
-
-def _greedy_from_ok(
-    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, ok: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    accepted = accepted_nodes(ok, buffers)
-    depth = buffers.position_ids.to(ok.device)
-    last_node = torch.where(accepted, depth[None], -1).argmax(1)  # first maximum: tie-break in node order
-    return _emit(node_argmax, candidates, buffers, last_node)
-
-
-def node_ok(
-    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, allowed: torch.Tensor | None = None
-) -> torch.Tensor:
-    """[B, N] bool: node i's token equals the argmax at its parent (the root is always ok), within `allowed`."""
-    dev = node_argmax.device
-    parents = buffers.parents.to(dev)
-    cand = candidates.to(dev)
-    ok = torch.ones_like(node_argmax, dtype=torch.bool)
-    ok[:, 1:] = (cand == node_argmax[:, parents[1:]]) & (cand >= 0)
-    return ok if allowed is None else ok & allowed.to(dev)[None]
-
-
-def accepted_nodes(ok: torch.Tensor, buffers: TreeBuffers) -> torch.Tensor:
-    """[B, N] bool: nodes whose own and every ancestor's `ok` hold (accepted under either rule)."""
-    return ~((~ok)[:, None, :] & buffers.attn_mask.to(ok.device)[None]).any(-1)
-
-
-def typical_accept(
-    node_logits: torch.Tensor,
-    candidates: torch.Tensor,
-    buffers: TreeBuffers,
-    temperature: float,
-    posterior_threshold: float = 0.09,
-    posterior_alpha: float = 0.3,
-    allowed: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Medusa's typical acceptance (`evaluate_posterior` with `sampling="typical"`, `fast=True`; Hydra's with
-    `max_accepts` = `allowed`), per node instead of per retrieve row, which is the same rule.
-
-    At each node's parent p = softmax(logits / T); the node's token x passes when p(x) > min(eps, alpha * exp(-H(p))),
-    H = -sum p log(p + 1e-5) (eps = `posterior_threshold`, alpha = `posterior_alpha`, Medusa's defaults 0.09 and
-    0.3); a node is accepted when it and its ancestors pass. The deepest accepted depth wins; among its nodes the
-    largest path log-likelihood sum log p(x) (first in node order on exact ties; Medusa takes the first retrieve
-    row). The bonus token is the argmax at the chosen node (no sampling: Medusa's `fast` root). NOT lossless: the
-    output differs from greedy and from sampling the model (Medusa issue #56).
-
-    Returns `greedy_accept`'s 4-tuple and `ok` [B, N] (each node's token passes at its parent, `allowed` or not).
-    """
-    if temperature <= 0:
-        raise ValueError(f"typical acceptance needs temperature > 0, got {temperature}")
-    dev = node_logits.device
-    parents = buffers.parents.to(dev)
-    probs = torch.softmax(node_logits.float() / temperature, dim=-1)
-    entropy = -(probs * torch.log(probs + 1e-5)).sum(-1)  # [B, N]
-    limit = torch.clamp(posterior_alpha * torch.exp(-entropy), max=posterior_threshold)
-    cand = candidates.to(dev)
-    p_cand = probs[:, parents[1:]].gather(-1, cand.clamp(min=0)[..., None]).squeeze(-1)  # [B, N-1]
-    ok = torch.ones(probs.shape[:2], dtype=torch.bool, device=dev)
-    ok[:, 1:] = (p_cand > limit[:, parents[1:]]) & (cand >= 0)
-    accepted = accepted_nodes(ok if allowed is None else ok & allowed.to(dev)[None], buffers)
-    depth = buffers.position_ids.to(dev)
-    deepest = torch.where(accepted, depth[None], -1)
-    logp = torch.cat([torch.zeros_like(p_cand[:, :1]), torch.log(p_cand)], dim=1)
-    path_ll = logp @ buffers.attn_mask.to(dev, logp.dtype).T  # [B, N]: sum over ancestors and self
-    best = deepest == deepest.max(1, keepdim=True).values
-    last_node = torch.where(best, path_ll, -torch.inf).argmax(1)
-    return (*_emit(node_logits.argmax(-1), candidates, buffers, last_node), ok)
-
-
-def _emit(
-    node_argmax: torch.Tensor, candidates: torch.Tensor, buffers: TreeBuffers, last_node: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`(num_accepted, last_node, path, tokens)` of acceptance ending at `last_node` (its path is accepted)."""
-    b, dev = node_argmax.shape[0], node_argmax.device
-    num_accepted = buffers.position_ids.to(dev)[last_node]
-    path = buffers.node_paths.to(dev)[last_node]
-    all_tok = torch.cat([node_argmax.new_zeros(b, 1), candidates.to(dev)], dim=1)
-    tokens = torch.cat([all_tok.gather(1, path.clamp(min=0))[:, 1:], all_tok.new_full((b, 1), -1)], dim=1)
-    tokens.scatter_(1, num_accepted[:, None], node_argmax.gather(1, last_node[:, None]))
-    j = torch.arange(tokens.shape[1], device=dev)
-    tokens = tokens.masked_fill(j[None] > num_accepted[:, None], -1)
-    return num_accepted, last_node, path, tokens
 
 
 def gather_cache_slots(cache: DynamicCache, start: int, src: torch.Tensor) -> None:
@@ -403,65 +252,6 @@ def verify_tree(
         bonus = tokens.gather(1, num_acc[:, None]).squeeze(1)
         commit_accepted(ctx, path, num_acc, bonus, chunk_len)
     return res
-
-
-@dataclass
-class Draft:
-    """What a drafter proposes for one step: a tree, its tokens per non-root node, optional extra rows."""
-
-    buffers: TreeBuffers
-    candidates: torch.Tensor  # [B, N-1] long, -1 = no candidate
-    extra_parents: torch.Tensor | None = None  # [E] long, see the module docstring
-    extra_embeds: torch.Tensor | None = None  # [B, E, H]
-    allowed: torch.Tensor | None = None  # [N] bool: nodes that may be accepted (None: all; see `verify_tree`)
-
-
-@dataclass
-class TreeState:
-    """Everything a drafter sees; batch rows are the live rows (finished rows are pruned from every field)."""
-
-    ctx: TreeContext
-    rows: torch.Tensor  # [B] original prompt index of each live row
-    history: list[list[int]]  # per row: prompt + emitted tokens; the last one is ctx.root
-    prompt_lens: list[int]
-    max_new_tokens: int
-    last_logits: torch.Tensor  # [B, V] logits that produced ctx.root
-    last_hidden: torch.Tensor | None = None  # [B, H] hidden state there (decoders with needs_hidden)
-    last: TreeVerifyResult | None = None  # the previous verification (None right after the prefill)
-    prefill_extra_logits: torch.Tensor | None = None  # [B, E, V] logits of extra rows appended to the prompt
-    prompt_hidden: torch.Tensor | None = None  # [B, L, H] post-norm hidden states of the (left-padded) prompt
-    #                                            (decoders with needs_prompt_hidden; a drafter may drop it)
-    step: int = 0  # forwards so far, the prefill included
-    data: dict[str, Any] = field(default_factory=dict)  # drafter state; batch-first tensors, lists and objects
-    #                                                     with a `select(rows)` method are pruned with the rows
-
-    def remaining(self) -> list[int]:
-        """Tokens each row may still emit."""
-        return [self.max_new_tokens - (len(h) - p) for h, p in zip(self.history, self.prompt_lens)]
-
-    def select(self, keep: torch.Tensor) -> None:
-        self.ctx.select(keep)
-        self.rows = self.rows[keep]
-        idx = keep.tolist()
-        self.history = [self.history[i] for i in idx]
-        self.prompt_lens = [self.prompt_lens[i] for i in idx]
-        dev = self.last_logits.device
-        self.last_logits = self.last_logits[keep.to(dev)]
-        if self.last_hidden is not None:
-            self.last_hidden = self.last_hidden[keep.to(dev)]
-        if self.last is not None:
-            self.last.select(keep)
-        if self.prefill_extra_logits is not None:
-            self.prefill_extra_logits = self.prefill_extra_logits[keep.to(dev)]
-        if self.prompt_hidden is not None:
-            self.prompt_hidden = self.prompt_hidden[keep.to(self.prompt_hidden.device)]
-        for k, v in self.data.items():
-            if isinstance(v, torch.Tensor) and v.dim() > 0:
-                self.data[k] = v[keep.to(v.device)]
-            elif isinstance(v, list):
-                self.data[k] = [v[i] for i in idx]
-            elif callable(getattr(v, "select", None)):  # drafter state with its own rows (e.g. head caches)
-                v.select(keep)
 
 
 class TreeDecoder(Decoder):

@@ -3,7 +3,7 @@
 (greedy acceptance frontier, debiasing, throughput frontier: EntMTP*) and switched at run time by an entropy /
 path-value scheduler (EntMTPτ, EntMTP-).
 
-Modules: `plan` (config section -> jobs, result paths, checks), `splits` (disjoint test / calibration / training
+Modules: `plan` (config section -> jobs, result paths), `checks` (the config checks before any job), `splits` (disjoint test / calibration / training
 prompts per task), `capture` (greedy continuations with hidden states), `selfdistill` and `train` (the heads'
 self-distillation data and training, launcher method `p5_heads`), `drafting` and `decoders` (`medusa`, `hydra`,
 `entmtp` on the tree core), `bank` (trees by id, the topology bank), `scheduler` (path-value score, policies),
@@ -14,13 +14,13 @@ Figures 1-5). The heads themselves are the core's (`mtp_core.heads.medusa`, `mtp
 """
 
 from ...registry import Method, Paper
-from . import plan
+from . import checks, plan
 from .decoders import EntMTPDecoder, HydraDecoder, MedusaDecoder
 
 PAPER = Paper(
     name="p5",
     title="EntMTP",
-    check=plan.check,
+    check=checks.check,
     targets=plan.all_targets,
     leaderboard=plan.leaderboard_entries,
     methods=(

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...decoding.tree import Draft, TreeState, accepted_nodes
+from ...decoding.tree import Draft, TreeState
+from ...decoding.tree_accept import accepted_nodes
 from ...masks.tree import tree_buffers
 from ...models import LoadedModel
 from .bank import BankTree, Paths, canonical
