@@ -126,7 +126,8 @@ def model_dir_of(config: dict) -> str | None:
 
 def check(config: dict) -> None:
     """The leaderboard's model and prompt sets are declared, its row labels are unique file names, every row's
-    decoder is registered and takes its parameters, a row's checkpoint is trained from the leaderboard's model.
+    decoder is registered and takes its parameters, a row's checkpoint or draft heads (`needs`, with its `model`) are
+    trained from the leaderboard's model.
     Raises ConfigError naming the key (the papers' rows: the paper's own `leaderboard` section)."""
     if not enabled(config):
         return
@@ -156,8 +157,9 @@ def check(config: dict) -> None:
             decoder_class(e.label, dict(e.params))
         except InputError as err:
             raise ConfigError(f"{where}.{e.label}: {err}") from None
-        if e.checkpoint and e.model != s["model"]:
+        if (e.checkpoint or e.needs) and e.model is not None and e.model != s["model"]:
+            what = "checkpoint is" if e.checkpoint else "heads are"
             raise ConfigError(
-                f"{where}.{e.label}: its checkpoint is trained from {e.model!r}, not from the "
+                f"{where}.{e.label}: its {what} trained from {e.model!r}, not from the "
                 f"leaderboard's model {s['model']!r}: its row would not compare"
             )

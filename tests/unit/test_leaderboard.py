@@ -79,22 +79,35 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
         "stand",
         "p1-main-static-k2",
         "p1-main-conf-adapt-tau0.9",
+        "p2-mtp_k1-h1",
+        "p2-mtpd_k4-h4",
         "p3-probing_vocab_mean-bc10",
         "p3-probing_vocab_mean-bc10-guarded",
         "p4-main-dmtd-tau3",
         "p4-main-dmtd-selected",
+        "p5-medusa_default",
+        "p5-hydra_default",
+        "p5-entmtp_static",
+        "p5-entmtp_tau",
     ]
     p1 = rows[4]
     assert p1.checkpoint == "results/models/p1/main/model" and p1.model == "tiny-qwen3-math"
-    assert rows[-3].params["adaptive"] is True and "adaptive" not in rows[-4].params
+    probing = {r.label: r for r in rows if r.paper == "p3"}
+    assert probing["p3-probing_vocab_mean-bc10-guarded"].params["adaptive"] is True
+    assert "adaptive" not in probing["p3-probing_vocab_mean-bc10"].params
     assert lb.row_inputs(tiny_config) == [
         "results/models/p1/main/model",
+        "results/models/p2/mtp_k1/model",
+        "results/models/p2/mtpd_k4/model",
         "results/models/p4/main/model",
         "results/analysis/p4/main/selected_tau.json",
+        "results/models/p5/heads/medusa/heads",
+        "results/models/p5/heads/hydra/heads",
+        "results/analysis/p5/hydra/gsm8k/bank.json",
     ]
     assert lb.targets(tiny_config)[0] == "results/tables/leaderboard.csv"
     paths = lb.job_results(tiny_config, "math")
-    assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 10
+    assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 16
     off = copy.deepcopy(tiny_config)
     off["papers"]["p3"]["enabled"] = False
     assert not any(r.paper == "p3" for r in lb.entries(off))

@@ -84,7 +84,10 @@ def bad(tiny, edit, message):
         (lambda s, c: s["methods"]["entmtp_tau"].update(bogus=1), r"entmtp_tau: entmtp: unknown parameter"),
         (lambda s, c: s["heads"]["medusa"]["train"].update(global_batch_size=3), r"papers\.p5\.heads\.medusa\.train"),
         (lambda s, c: s["tables"]["table1"]["methods"].append("nope"), r"tables\.table1\.methods\[5\]: method 'nope'"),
-        (lambda s, c: s.update(model="tiny-llama"), r"papers\.p5\.leaderboard: the heads are trained on 'tiny-llama'"),
+        (
+            lambda s, c: s.update(model="tiny-llama"),
+            r"papers\.p5\.leaderboard\.p5-medusa_default: its heads are trained from 'tiny-llama'",
+        ),
         (lambda s, c: s["search"].update(budgets=[1], tolerance=0.4), r"budget 1 with tolerance 0\.4 has no window"),
     ],
 )

@@ -381,7 +381,8 @@ def all_targets(config: dict) -> list[str]:
 
 def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
     """Paper 5's rows (`papers.p5.leaderboard`: `methods`, `task` whose bank EntMTP uses) on the leaderboard's
-    model; their heads and banks are the rows' inputs."""
+    model; their heads and banks are the rows' inputs (trained from `papers.p5.model`, checked against the
+    leaderboard's model by `leaderboard.check`)."""
     spec = section(config).get("leaderboard") or {}
     task = spec.get("task")
     rows = []
@@ -389,5 +390,5 @@ def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
         params = method_params(config, task, m)
         needs = tuple(p for p in (params.get("heads"), params.get("bank")) if p)
         title = method_title(config, m) + (f" ({task_title(config, task)} bank)" if "bank" in params else "")
-        rows.append(LeaderboardEntry("p5", f"p5-{m}", f"P5 {title}", params, needs=needs))
+        rows.append(LeaderboardEntry("p5", f"p5-{m}", f"P5 {title}", params, model=model(config), needs=needs))
     return rows
