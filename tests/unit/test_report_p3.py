@@ -109,7 +109,7 @@ def test_first_per_category():
             lambda s: s["tables"]["table1"]["methods"].append("nope"),
             "papers.p3.tables.table1.methods[4]: method 'nope'",
         ),
-        (lambda s: s["methods"]["pld"].update(decoder="medusa"), "papers.p3.methods.pld.decoder: unknown decoder"),
+        (lambda s: s["methods"]["pld"].update(decoder="nope"), "papers.p3.methods.pld.decoder: unknown decoder"),
         (lambda s: s["figures"]["fig4"].update(model="other"), "papers.p3.figures.fig4.model: model 'other'"),
         (lambda s: s.update(prompt_set="nope"), "papers.p3.prompt_set: prompt set 'nope'"),
         (lambda s: s["figures"]["fig2"].update(probing={"strategy": "x"}), "papers.p3.figures.fig2.probing.strategy"),

@@ -127,7 +127,7 @@ def test_run_targets_and_resume(tiny_run, tmp_path):
     "config, scale_jobs",
     [
         ("config.yaml", {"p1_train": 1, "p1_evaluate": 1, "p1_evaluate_checkpoint": 1, "p1_confidence": 1}),
-        ("config/paper.yaml", {"p1_train": 8, "chat_rows": 1}),
+        ("config/paper.yaml", {"p1_train": 8, "chat_rows": 2}),  # chat rows: Magpie (p1), AM-Thinking (p4)
     ],
 )
 def test_dry_run_dag(config, scale_jobs, tmp_path):

@@ -93,7 +93,7 @@ def test_embedded_and_paper_dags(tmp_path, config):
         (
             "method: {seq_len: 32, val_tokens: 2000, loss: {topn: 32}}",
             "method: {seq_len: 32, val_tokens: 2000, loss: {topn: 0}}",
-            "papers.p2.runs.mtp_k1.method",
+            "['loss']['topn']",  # the schema (N >= 1) stops it first
         ),
         (
             "mtp_k4: {title: MTP, method: {num_heads: 4,",
@@ -108,7 +108,7 @@ def test_embedded_and_paper_dags(tmp_path, config):
         (
             "model: tiny-qwen3-math\n    dataset: pretrain",
             "model: tiny-llama\n    dataset: pretrain",
-            "not on the leaderboard's model",
+            "papers.p2.leaderboard.p2-mtp_k1-h1: its heads are trained from 'tiny-llama'",
         ),
         ("reference_extra_tokens: 9", "reference_extra_tokens: 8", "papers.p2.reference_extra_tokens"),
         (
