@@ -19,14 +19,14 @@ Names (all derived here, nowhere else):
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
+from ...run_plan import FILE_NAME, RunPlan, merged_run, paper_section
 
 RESULTS = "results"
 STEP_SEP = "@step"
@@ -36,31 +36,14 @@ DYNAMICS_FIGURES = ("fig7", "fig8", "fig10", "fig11")
 CONFIDENCE_FIGURE = "fig6"
 FIGURES = ("fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11")
 BASELINE_DECODER = "greedy"
-_RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def section(config: dict) -> dict:
     """`papers.p1` (an `enabled: false` stub when absent)."""
-    return (config.get("papers") or {}).get("p1") or {"enabled": False}
+    return paper_section(config, "p1")
 
 
 # ------------------------------------------------------------------------------------------------------ runs
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """One training run: base model and data (config names), title, and the merged method/train settings."""
-
-    name: str
-    model: str
-    dataset: str
-    title: str
-    method: dict = field(default_factory=dict)  # P1Config keys
-    train: dict = field(default_factory=dict)  # TrainConfig keys
-
-    @property
-    def max_steps(self) -> int:
-        return int(self.train["max_steps"])
 
 
 def run_names(config: dict) -> list[str]:
@@ -68,26 +51,11 @@ def run_names(config: dict) -> list[str]:
 
 
 def run_plan(config: dict, run: str) -> RunPlan:
-    """The merged settings of run `run` (module docstring). `train.save_steps` gains the checkpoint steps the
-    dynamics figures evaluate for this run; `train.threads` defaults to the config's `threads`."""
-    s = section(config)
-    runs = s.get("runs") or {}
-    if run not in runs:
-        raise ConfigError(f"papers.p1.runs: no run {run!r} (runs: {', '.join(runs) or 'none'})")
-    r = runs[run] or {}
-    method = deep_merge(s.get("method") or {}, r.get("method"))
-    train = deep_merge(s.get("train") or {}, r.get("train"))
-    steps = set(train.get("save_steps") or []) | set(checkpoint_steps(config, run))
-    train["save_steps"] = sorted(steps)
-    train.setdefault("threads", config.get("threads"))
-    return RunPlan(
-        name=run,
-        model=r.get("model", s.get("model")),
-        dataset=r.get("dataset", s.get("dataset")),
-        title=r.get("title") or run,
-        method=method,
-        train=train,
-    )
+    """The merged settings of run `run` (`run_plan.merged_run`). `train.save_steps` gains the checkpoint steps the
+    dynamics figures evaluate for this run."""
+    plan = merged_run(config, "p1", run)
+    plan.train["save_steps"] = sorted(set(plan.train.get("save_steps") or []) | set(checkpoint_steps(config, run)))
+    return plan
 
 
 def run_dir(run: str) -> str:
@@ -377,7 +345,7 @@ def check(config: dict) -> None:
         raise ConfigError("papers.p1.runs: at least one run is needed")
     for run in runs:
         where = f"papers.p1.runs.{run}"
-        if not _RUN_NAME.match(run) or STEP_SEP in run:
+        if not FILE_NAME.match(run) or STEP_SEP in run:
             raise ConfigError(f"{where}: run names use letters, digits, '_', '.', '-' only")
         if run in models:
             raise ConfigError(f"{where}: a run may not be named like a model ({run!r} is a model)")

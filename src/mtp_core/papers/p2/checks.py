@@ -5,9 +5,9 @@ key. Runs: `plan`; tables, figures and speed experiments: `experiments`.
 from __future__ import annotations
 
 from ...config import ConfigError
+from ...run_plan import FILE_NAME
 from . import experiments as ex
 from .plan import (
-    _NAME,
     depths,
     launcher_settings,
     max_depth,
@@ -38,7 +38,7 @@ def check(config: dict) -> None:
             raise ConfigError(f"papers.p2.prompt_sets.{name}: prompt set {name!r} is not declared")
     for run in runs:
         where = f"papers.p2.runs.{run}"
-        if not _NAME.match(run):
+        if not FILE_NAME.match(run):
             raise ConfigError(f"{where}: run names use letters, digits, '_', '.', '-' only")
         if run in models:
             raise ConfigError(f"{where}: a run may not be named like a model ({run!r} is a model)")

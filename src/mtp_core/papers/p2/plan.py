@@ -26,36 +26,30 @@ Tables, figures and the speed experiments: `experiments`; the checks: `checks`.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...config import ConfigError, deep_merge, model_spec
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
+from ...run_plan import RunPlan as CoreRunPlan
+from ...run_plan import merged_run, paper_section, run_entry
 
 RESULTS = "results"
 REFERENCE = "greedy"
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def section(config: dict) -> dict:
-    return (config.get("papers") or {}).get("p2") or {"enabled": False}
+    return paper_section(config, "p2")
 
 
 # ------------------------------------------------------------------------------------------------------ runs
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    """One training: base model and data, title, merged method / train settings, and its looped extension."""
+class RunPlan(CoreRunPlan):
+    """One training (`run_plan.RunPlan`; `method`: P2Config keys) and its looped extension."""
 
-    name: str
-    model: str
-    dataset: str
-    title: str
-    method: dict = field(default_factory=dict)  # P2Config keys
-    train: dict = field(default_factory=dict)  # TrainConfig keys
     extend: dict | None = None  # {from, new_heads, group, source}
 
     @property
@@ -68,28 +62,19 @@ def run_names(config: dict) -> list[str]:
 
 
 def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
-    """The merged settings of `run` (module docstring); `train.threads` defaults to the config's `threads`."""
-    s = section(config)
-    runs = s.get("runs") or {}
-    if run not in runs:
-        raise ConfigError(f"papers.p2.runs: no run {run!r} (runs: {', '.join(runs) or 'none'})")
+    """The merged settings of `run` (module docstring, `run_plan.merged_run`); an extension takes its source's
+    model, data and merged method, with the new heads added and the trunk and old heads frozen."""
+    ext = run_entry(config, "p2", run).get("extend")
     if run in _seen:
         raise ConfigError(f"papers.p2.runs.{run}.extend: a cycle ({' -> '.join((*_seen, run))})")
-    r = runs[run] or {}
-    ext = r.get("extend")
-    if ext:
-        src = run_plan(config, ext["from"], (*_seen, run))
-        method = deep_merge(src.method, r.get("method"))
-        method["num_heads"] = int(src.method.get("num_heads", 1)) + int(ext["new_heads"])
-        method.update(trunk="frozen", trunk_layers=0)  # the trunk (the source's, trained or not) and old heads freeze
-        model, dataset = src.model, src.dataset
-        ext = {"source": "latest", "group": None, **ext}
-    else:
-        method = deep_merge(s.get("method") or {}, r.get("method"))
-        model, dataset = r.get("model", s.get("model")), r.get("dataset", s.get("dataset"))
-    train = deep_merge(s.get("train") or {}, r.get("train"))
-    train.setdefault("threads", config.get("threads"))
-    return RunPlan(run, model, dataset, r.get("title") or run, method, train, ext or None)
+    if not ext:
+        return merged_run(config, "p2", run, RunPlan)
+    src = run_plan(config, ext["from"], (*_seen, run))
+    method = deep_merge(src.method, run_entry(config, "p2", run).get("method"))
+    method["num_heads"] = int(src.method.get("num_heads", 1)) + int(ext["new_heads"])
+    method.update(trunk="frozen", trunk_layers=0)  # the trunk (the source's, trained or not) and old heads freeze
+    plan = merged_run(config, "p2", run, RunPlan, extend={"source": "latest", "group": None, **ext})
+    return replace(plan, model=src.model, dataset=src.dataset, method=method)
 
 
 def _method_key(config: dict, run: str, key: str, default: Any) -> Any:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from ...config import ConfigError
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS
 from ...model_plan import declared_layers
+from ...run_plan import FILE_NAME
 from .plan import (
     QUALITY_TABLES,
     RESERVED,
-    RUN_NAME,
     STEP_SEP,
     columns,
     figure_spec,
@@ -45,7 +45,7 @@ def check(config: dict) -> None:
         raise ConfigError("papers.p4.runs: at least one run is needed")
     for run in runs:
         where = f"papers.p4.runs.{run}"
-        if not RUN_NAME.match(run) or STEP_SEP in run:
+        if not FILE_NAME.match(run) or STEP_SEP in run:
             raise ConfigError(f"{where}: run names use letters, digits, '_', '.', '-' only")
         if run in RESERVED:
             raise ConfigError(f"{where}: `p4_{run}` is a rule of the workflow; choose another run name")

@@ -25,14 +25,15 @@ Names (derived here, nowhere else):
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ...config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
+from ...config import dataset_on_bad_row, deep_merge, model_spec
 from ...data.rows import train_data_path
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
+from ...run_plan import RunPlan as CoreRunPlan
+from ...run_plan import merged_run, paper_section
 
 RESULTS = "results"
 STEP_SEP = "@step"
@@ -42,28 +43,20 @@ TABLES = ("table1", "table2", "table3", "table4", "table5")
 FIGURES = ("fig4", "fig5")
 VANILLA_TF, VANILLA_GEN = "vanilla", "greedy"
 TF_COLUMN = "tf_acc"  # the teacher-forced accuracy as a quality column (`overall`)
-RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 RESERVED = ("train", "evaluate", "vanilla", "speed", "table", "figure4", "figure5", "select_tau")  # rules `p4_<x>`
 
 
 def section(config: dict) -> dict:
     """`papers.p4` (an `enabled: false` stub when absent)."""
-    return (config.get("papers") or {}).get("p4") or {"enabled": False}
+    return paper_section(config, "p4")
 
 
 # ------------------------------------------------------------------------------------------------ runs
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    """One training run: start model and data (config names), title, merged method and train settings."""
-
-    name: str
-    model: str
-    dataset: str
-    title: str
-    method: dict = field(default_factory=dict)  # DMTDConfig keys
-    train: dict = field(default_factory=dict)  # TrainConfig keys
+class RunPlan(CoreRunPlan):
+    """One DMTD training run (`run_plan.RunPlan`; `method`: DMTDConfig keys)."""
 
     @property
     def cycle(self) -> int:
@@ -79,21 +72,7 @@ def run_names(config: dict) -> list[str]:
 
 
 def run_plan(config: dict, run: str) -> RunPlan:
-    s = section(config)
-    runs = s.get("runs") or {}
-    if run not in runs:
-        raise ConfigError(f"papers.p4.runs: no run {run!r} (runs: {', '.join(runs) or 'none'})")
-    r = runs[run] or {}
-    train = deep_merge(s.get("train") or {}, r.get("train"))
-    train.setdefault("threads", config.get("threads"))
-    return RunPlan(
-        name=run,
-        model=r.get("model", s.get("model")),
-        dataset=r.get("dataset", s.get("dataset")),
-        title=r.get("title") or run,
-        method=deep_merge(s.get("method") or {}, r.get("method")),
-        train=train,
-    )
+    return merged_run(config, "p4", run, RunPlan)
 
 
 def run_dir(run: str) -> str:
