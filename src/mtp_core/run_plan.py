@@ -60,3 +60,11 @@ def merged_run(config: dict, paper: str, run: str, cls: type[P] = RunPlan, **fie
         train=train,
         **fields,
     )
+
+
+def launcher_settings(config: dict, paper: str, run: str, table: str = "runs") -> dict:
+    """Launcher settings (`LauncherConfig` keys) of a paper's training `run` declared in `papers.<paper>.<table>`:
+    the top-level `launcher`, then `papers.<paper>.launcher`, then the run's own `launcher`, merged key by key."""
+    s = paper_section(config, paper)
+    merged = deep_merge(config.get("launcher") or {}, s.get("launcher"))
+    return deep_merge(merged, ((s.get(table) or {}).get(run) or {}).get("launcher"))

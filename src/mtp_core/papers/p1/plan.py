@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import ConfigError, dataset_on_bad_row, deep_merge, model_spec
+from ...config import ConfigError, dataset_on_bad_row, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
 from ...run_plan import FILE_NAME, RunPlan, merged_run, paper_section
+from ...run_plan import launcher_settings as run_launcher
 
 RESULTS = "results"
 STEP_SEP = "@step"
@@ -89,12 +90,8 @@ def from_config(config: dict, run: str) -> tuple[dict, dict]:
 
 
 def launcher_settings(config: dict, run: str) -> dict:
-    """Launcher settings of `run` (`mtp_core.train.launch.LauncherConfig` keys): the top-level `launcher`, then
-    `papers.p1.launcher`, then `runs.<run>.launcher`, merged key by key. (The training's torch threads are
-    `train.threads`, the config's `threads` by default: `run_plan`.)"""
-    s = section(config)
-    merged = deep_merge(config.get("launcher") or {}, s.get("launcher"))
-    return deep_merge(merged, ((s.get("runs") or {}).get(run) or {}).get("launcher"))
+    """`run_plan.launcher_settings` of run `run`."""
+    return run_launcher(config, "p1", run)
 
 
 # --------------------------------------------------------------------------------------------- run labels

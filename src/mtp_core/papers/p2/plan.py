@@ -33,6 +33,7 @@ from ...config import ConfigError, deep_merge, model_spec
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
 from ...run_plan import RunPlan as CoreRunPlan
+from ...run_plan import launcher_settings as run_launcher
 from ...run_plan import merged_run, paper_section, run_entry
 
 RESULTS = "results"
@@ -211,9 +212,8 @@ def run_settings(config: dict, run: str) -> dict:
 
 
 def launcher_settings(config: dict, run: str) -> dict:
-    s = section(config)
-    merged = deep_merge(config.get("launcher") or {}, s.get("launcher"))
-    return deep_merge(merged, ((s.get("runs") or {}).get(run) or {}).get("launcher"))
+    """`run_plan.launcher_settings` of run `run`."""
+    return run_launcher(config, "p2", run)
 
 
 def from_config(config: dict, run: str) -> tuple[dict, dict]:

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import dataset_on_bad_row, deep_merge, model_spec
+from ...config import dataset_on_bad_row, model_spec
 from ...data.rows import train_data_path
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
 from ...run_plan import RunPlan as CoreRunPlan
+from ...run_plan import launcher_settings as run_launcher
 from ...run_plan import merged_run, paper_section
 
 RESULTS = "results"
@@ -97,10 +98,8 @@ def run_settings(config: dict, run: str) -> dict:
 
 
 def launcher_settings(config: dict, run: str) -> dict:
-    """The top-level `launcher`, then `papers.p4.launcher`, then `runs.<run>.launcher`, key by key."""
-    s = section(config)
-    merged = deep_merge(config.get("launcher") or {}, s.get("launcher"))
-    return deep_merge(merged, ((s.get("runs") or {}).get(run) or {}).get("launcher"))
+    """`run_plan.launcher_settings` of run `run`."""
+    return run_launcher(config, "p4", run)
 
 
 def from_config(config: dict, run: str) -> tuple[dict, dict]:

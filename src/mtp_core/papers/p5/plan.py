@@ -24,10 +24,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ...config import ConfigError, deep_merge, model_spec
+from ...config import ConfigError, model_spec
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
+from ...run_plan import launcher_settings as run_launcher
 from .splits import SPLITS
 from .stages import FrontierSettings
 
@@ -145,9 +146,8 @@ def heads_settings(config: dict, name: str) -> dict:
 
 
 def launcher_settings(config: dict, name: str) -> dict:
-    """The top-level `launcher`, then `papers.p5.launcher`, then `heads.<name>.launcher`, key by key."""
-    merged = deep_merge(config.get("launcher") or {}, section(config).get("launcher"))
-    return deep_merge(merged, heads_spec(config, name).get("launcher"))
+    """`run_plan.launcher_settings` of heads `name` (`papers.p5.heads.<name>.launcher`)."""
+    return run_launcher(config, "p5", name, "heads")
 
 
 def from_config(config: dict, run: str) -> tuple[dict, dict]:
