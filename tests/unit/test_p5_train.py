@@ -137,4 +137,6 @@ def test_draft_vocabulary_and_settings_check(tmp_path):
     with pytest.raises(ValueError, match="unknown setting"):
         launch_check({"model": {}, "data": "x", "heads": {}, "train": {"max_steps": 1}, "bogus": 1})
     with pytest.raises(ValueError, match="heads.arch"):
-        launch_check({"model": {}, "data": "x", "heads": {"arch": "eagle"}, "train": {"max_steps": 1}})
+        launch_check({"model": {}, "data": str(tmp_path), "heads": {"arch": "eagle"}, "train": {"max_steps": 1}})
+    with pytest.raises(ValueError, match="data: .*missing does not exist"):
+        launch_check({"model": {}, "data": str(tmp_path / "missing"), "heads": {}, "train": {"max_steps": 1}})

@@ -302,20 +302,11 @@ def launch_check(settings: dict) -> dict:
     `base_stamp`, `trunk_dir` (an extension of a run that trained its trunk: that run's export, else None),
     `shards` (index.json), `features` (a feature directory or None), `extend` ({heads, new_heads, group, source}
     or None), `train` (TrainConfig keys), `p2` (P2Config keys). Paths come back absolute."""
-    from ...train.launch.methods import known_keys
+    from ...train.launch.methods import check_settings
 
-    known_keys(settings, SETTINGS, "p2 settings")
-    for key in ("model", "shards", "train", "p2"):
-        if key not in settings:
-            raise ValueError(f"p2 settings: {key!r} is required")
-    TrainConfig.from_dict(settings["train"])
+    required = ("model", "shards", "train", "p2")
+    out = check_settings(settings, SETTINGS, required, ("shards", "features", "base_dir", "trunk_dir"), "p2 settings")
     P2Config.from_dict(settings["p2"])
-    out = dict(settings)
-    for key in ("shards", "features", "base_dir", "trunk_dir"):
-        if out.get(key) is not None:
-            out[key] = str(Path(out[key]).resolve())
-            if not Path(out[key]).exists():
-                raise ValueError(f"p2 settings.{key}: {settings[key]} does not exist")
     if out.get("extend"):
         out["extend"] = {**out["extend"], "heads": str(Path(out["extend"]["heads"]).resolve())}
     return out

@@ -40,7 +40,7 @@ from ...heads import DraftHeads, save_heads
 from ...heads.hydra import HydraHeads
 from ...heads.medusa import MedusaHeads
 from ...train.config import TrainConfig
-from ...train.launch.methods import known_keys
+from ...train.launch.methods import check_settings
 from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, train
 from .selfdistill import SelfDistillData
 
@@ -323,16 +323,9 @@ def launch_check(settings: dict) -> dict:
     """Settings of method `p5_heads` (`plan.heads_settings`): `model` (a model spec with `name`), `base_dir` (its
     prepared checkpoint or None), `base_stamp`, `data` (a self-distillation directory), `heads`
     (`HeadsTrainConfig` keys), `train` (`TrainConfig` keys)."""
-    known_keys(settings, SETTINGS_KEYS, "p5_heads settings")
-    for key in ("model", "data", "heads", "train"):
-        if key not in settings:
-            raise ValueError(f"p5_heads settings: {key!r} is required")
+    required = ("model", "data", "heads", "train")
+    out = check_settings(settings, SETTINGS_KEYS, required, ("data", "base_dir"), "p5_heads settings")
     HeadsTrainConfig.from_dict(settings["heads"])
-    TrainConfig.from_dict(settings["train"])
-    out = dict(settings)
-    out["data"] = str(Path(settings["data"]).resolve())
-    if settings.get("base_dir"):
-        out["base_dir"] = str(Path(settings["base_dir"]).resolve())
     return out
 
 

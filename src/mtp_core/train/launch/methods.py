@@ -69,25 +69,39 @@ def known_keys(settings: dict, allowed: Sequence[str], what: str) -> None:
         raise ValueError(f"{what}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))})")
 
 
+def check_settings(
+    settings: dict, allowed: Sequence[str], required: Sequence[str], paths: Sequence[str], what: str
+) -> dict:
+    """The checks every training method's settings share: no unknown key, the `required` ones present, `train` a
+    valid TrainConfig, and the `paths` given (not None) existing, returned absolute (the job may run elsewhere)."""
+    known_keys(settings, allowed, what)
+    for key in required:
+        if key not in settings:
+            raise ValueError(f"{what}: {key!r} is required")
+    TrainConfig.from_dict(settings["train"])
+    out = dict(settings)
+    for key in paths:
+        if settings.get(key) is not None:
+            out[key] = _abs(settings[key])
+            if not Path(out[key]).exists():
+                raise ValueError(f"{what}.{key}: {settings[key]} does not exist")
+    return out
+
+
 def check_model_data_train(settings: dict, extra_keys: Sequence[str], what: str) -> dict:
     """The settings every training of a declared model on rows has (`MODEL_DATA_KEYS`) plus `extra_keys`:
     `model` (a model spec as in `models:`, with `name`), `base_dir` (its prepared checkpoint, for
     gguf/tiny/finetuned sources), `base_stamp` (for a fine-tuned base: what trained it, so a retrained base
     supersedes old state; `model_plan.base_stamp`), `data` (train JSONL with query/response), `train`
     (TrainConfig keys), `on_bad_row`. Paths come back absolute."""
-    known_keys(settings, (*MODEL_DATA_KEYS, *extra_keys), what)
-    for key in ("model", "data", "train"):
-        if key not in settings:
-            raise ValueError(f"{what}: {key!r} is required")
+    out = check_settings(
+        settings, (*MODEL_DATA_KEYS, *extra_keys), ("model", "data", "train"), ("data", "base_dir"), what
+    )
     if not isinstance(settings["model"], dict) or "source" not in settings["model"]:
         raise ValueError(f"{what}.model: a model spec with `source` (as declared under `models:`)")
-    TrainConfig.from_dict(settings["train"])
-    out = dict(settings)
-    out["data"] = _abs(settings["data"])
     if not Path(out["data"]).is_file():
-        raise ValueError(f"{what}.data: {settings['data']} does not exist")
-    out["base_dir"] = _abs(settings.get("base_dir"))
-    if out["base_dir"] is not None and not Path(out["base_dir"]).is_dir():
+        raise ValueError(f"{what}.data: {settings['data']} is not a file")
+    if out.get("base_dir") is not None and not Path(out["base_dir"]).is_dir():
         raise ValueError(f"{what}.base_dir: {settings['base_dir']} is not a directory")
     if settings["model"]["source"] == "local":
         out["model"] = {**settings["model"], "path": _abs(settings["model"]["path"])}
