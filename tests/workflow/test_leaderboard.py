@@ -23,6 +23,8 @@ ROWS = [
     "stand",
     "p1-main-static-k2",
     "p1-main-conf-adapt-tau0.9",
+    "p2-mtp_k1-h1",
+    "p2-mtpd_k4-h4",
     "p3-probing_vocab_mean-bc10",
     "p3-probing_vocab_mean-bc10-guarded",
     "p4-main-dmtd-tau3",

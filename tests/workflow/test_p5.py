@@ -81,7 +81,7 @@ def test_banks_and_frontiers(tiny_run):
 def test_heads_training_record_and_disjoint_splits(tiny_run):
     res = tiny_run / "results"
     rec = json.loads((res / "models/p5/heads/hydra/train.json").read_text())
-    assert rec["steps"] == 3 and len(rec["heads_accuracy"]["top1"]) == 4
+    assert rec["steps"] == 3 and len(rec["result"]["heads_accuracy"]["top1"]) == 4
     meta = json.loads((res / "models/p5/heads/hydra/heads/heads.json").read_text())
     assert meta["arch"] == "hydra" and meta["trunk"]["name"] == "tiny-qwen3-math"
     for task in ("humaneval", "gsm8k", "sharegpt"):
