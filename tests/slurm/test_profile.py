@@ -35,6 +35,16 @@ GPU_RULES = (
     "p4_evaluate",
     "p4_vanilla",
     "p4_speed",
+    "p2_features",
+    "p2_reference",
+    "p2_acceptance",
+    "p2_speed_fig4",
+    "p2_speed_fig5",
+    "p2_speed_table8",
+    "p5_selfdistill",
+    "p5_frontier",
+    "p5_decode",
+    "p5_import_heads",
 )
 
 
