@@ -15,18 +15,9 @@ from mtp_core.papers.p2 import plan as p2_plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO
-from .conftest import assert_bad_tiny_config_stops, snakemake
+from .conftest import assert_bad_tiny_config_stops, job_counts, snakemake
 
 ALL_P2 = [f for name in (*p2_exp.TABLES, *p2_exp.FIGURES) for f in p2_exp.target_files(name)]
-
-
-def job_counts(out: str) -> dict[str, int]:
-    counts = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-    return counts
 
 
 def test_p2_part_of_all(tiny_run):

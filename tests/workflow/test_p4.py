@@ -13,18 +13,9 @@ from mtp_core.papers.p4 import plan as p4_plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO
-from .conftest import assert_bad_tiny_config_stops, snakemake
+from .conftest import assert_bad_tiny_config_stops, job_counts, snakemake
 
 ALL_P4 = [f for name in (*p4_plan.TABLES, *p4_plan.FIGURES) for f in p4_plan.target_files(name)]
-
-
-def job_counts(out: str) -> dict[str, int]:
-    counts = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-    return counts
 
 
 def test_tables_and_figures_in_all(tiny_run):
