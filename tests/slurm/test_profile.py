@@ -126,3 +126,15 @@ def test_profile_with_embedded_config(tmp_path):
     train = re.search(r"mtp_core\.cli train .*--launcher '(\{.*?\})'", out)
     assert train and json.loads(train.group(1))["cluster"] == "slurm", out[-3000:]
     assert "submitit_jobs=1" in resources_of(out, "p1_train")[0]
+
+
+def test_slurm_stage_targets_plan_without_cluster(tmp_path):
+    # the real-Slurm stage only runs where CI has a cluster: its config override and targets must plan everywhere
+    from .test_snakemake_slurm import DEFAULT_OVERRIDE, DEFAULT_TARGETS, LAUNCHER_OVERRIDE
+
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "slurm", "--directory", str(tmp_path), "-n"]
+    cmd += ["--configfile", str(REPO / "config/tiny.yaml"), "--config", LAUNCHER_OVERRIDE, *DEFAULT_OVERRIDE]
+    proc = subprocess.run([*cmd, "--", *DEFAULT_TARGETS], cwd=REPO, env=site_env(), capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert re.search(r"p1_train\s+1\n", out) and re.search(r"total\s+6\n", out), out[-3000:]

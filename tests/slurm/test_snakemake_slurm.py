@@ -12,7 +12,7 @@ profile's `config` entry, repeated here because a `--config` on the command line
 
 To keep the Slurm stage within its CI budget, the default targets are one decoding result, one evaluation result
 and paper 1's main training, all of the tiny Llama (`--config evaluation={"model": "tiny-llama"}` and the same
-for `papers.p1.model`): prepare_model, prepare_prompts and prepare_math, then decode_prompts and evaluate on a
+for the leaderboard and every paper with leaderboard rows): prepare_model, prepare_prompts and prepare_math, then decode_prompts and evaluate on a
 GPU each and the training job; 5 rule jobs + 1 training job in two waves, about 2 min on 2 busy cores.
 MTP_SLURM_TEST_TARGETS=all runs the whole tiny `all` instead (~6 min on 2 busy cores).
 """
@@ -43,8 +43,10 @@ DEFAULT_TARGETS = [
 # one prepared model for both GPU rules and the training: one Slurm job less in the first wave
 DEFAULT_OVERRIDE = [
     'evaluation={"model": "tiny-llama"}',
-    'papers={"p1": {"model": "tiny-llama"}}',
-    'leaderboard={"model": "tiny-llama"}',  # the leaderboard's rows compare on the model paper 1 trains from
+    # every paper that puts rows on the leaderboard trains from the leaderboard's model, or its rows would not compare
+    'papers={"p1": {"model": "tiny-llama"}, "p2": {"model": "tiny-llama"}, "p4": {"model": "tiny-llama"}, '
+    '"p5": {"model": "tiny-llama"}}',
+    'leaderboard={"model": "tiny-llama"}',
 ]
 LAUNCHER_OVERRIDE = "launcher={cluster: slurm}"
 GPU_RULES = {"decode_prompts", "evaluate"}
