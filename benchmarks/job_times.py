@@ -1,0 +1,83 @@
+"""Sum the wall clock of every job of a run, per paper, from Snakemake's `benchmark:` files.
+
+Every rule that does real work writes `results/benchmarks/<group>/.../<job>.tsv` (the launcher rules too: their
+wall clock is submit + wait). A group is a paper (`p1`..`p5`), the leaderboard, or shared work: data preparation,
+the prepared and fine-tuned models (done once for all papers) and the foundation's decoding and evaluation.
+Table and figure rules have no benchmark file (seconds each). Prints one Markdown table; `--csv` writes it too.
+
+    .venv/bin/python benchmarks/job_times.py                   # results/benchmarks of the embedded run
+    .venv/bin/python benchmarks/job_times.py --results /tmp/run/results --by-rule
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+SHARED = {"data": "shared: data", "prepare_model": "shared: models", "finetune_model": "shared: models"}
+FOUNDATION = {"decode_prompts", "evaluate"}
+ONE_LEVEL = FOUNDATION | {"prepare_model", "finetune_model"}  # folders below these are wildcards, not rules
+
+
+def group_of(rel: Path) -> str:
+    top = rel.parts[0]
+    if top in FOUNDATION:
+        return "foundation"
+    return SHARED.get(top, top)
+
+
+def job_times(results: Path) -> pd.DataFrame:
+    """One row per benchmark file: group, rule folder, job, wall seconds, CPU seconds, peak RSS (MB)."""
+    root = results / "benchmarks"
+    rows = []
+    for tsv in sorted(root.rglob("*.tsv")):
+        rel = tsv.relative_to(root)
+        parts = rel.with_suffix("").parts
+        bench = pd.read_csv(tsv, sep="\t")
+        if bench.empty:
+            raise ValueError(f"{tsv}: no measurement row")
+        last = bench.iloc[-1]  # a rerun job appends nothing: Snakemake rewrites the file
+        rows.append(
+            {
+                "group": group_of(rel),
+                "rule": parts[0] if parts[0] in ONE_LEVEL else "/".join(parts[:2]),
+                "job": "/".join(parts),
+                "wall_s": float(last["s"]),
+                "cpu_s": float(last["cpu_time"]),
+                "max_rss_mb": float(last["max_rss"]),
+            }
+        )
+    if not rows:
+        raise ValueError(f"{root}: no benchmark files")
+    return pd.DataFrame(rows)
+
+
+def summary(jobs: pd.DataFrame, by: str) -> pd.DataFrame:
+    out = jobs.groupby(by, sort=True).agg(
+        jobs=("job", "count"), wall_min=("wall_s", "sum"), cpu_min=("cpu_s", "sum"), max_rss_mb=("max_rss_mb", "max")
+    )
+    out[["wall_min", "cpu_min"]] = (out[["wall_min", "cpu_min"]] / 60).round(1)
+    total = pd.DataFrame(
+        [[out["jobs"].sum(), out["wall_min"].sum().round(1), out["cpu_min"].sum().round(1), out["max_rss_mb"].max()]],
+        columns=out.columns,
+        index=["total"],
+    )
+    return pd.concat([out, total])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=Path("results"))
+    ap.add_argument("--by-rule", action="store_true", help="one row per rule folder instead of per group")
+    ap.add_argument("--csv", type=Path, help="also write the table here")
+    args = ap.parse_args()
+    table = summary(job_times(args.results), "rule" if args.by_rule else "group")
+    print(table.to_markdown())
+    if args.csv:
+        table.to_csv(args.csv)
+
+
+if __name__ == "__main__":
+    main()
