@@ -66,3 +66,13 @@ def tiny_llama(tmp_path_factory):
     spec = tiny_spec("llama")
     d = prepare_base_model(spec, tmp_path_factory.mktemp("tiny-llama-only") / "model")
     return load_model(spec, base_dir=d)
+
+
+def job_counts(out: str) -> dict[str, int]:
+    """Rule -> job count from the job-stats table of a `snakemake -n` output."""
+    counts = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts

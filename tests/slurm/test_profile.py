@@ -12,7 +12,7 @@ import sys
 
 import yte
 
-from ..conftest import REPO
+from ..conftest import REPO, job_counts
 
 PROFILE = REPO / "slurm/config.v8+.yaml"
 SITE_VARS = (
@@ -65,9 +65,10 @@ def render(**values: str) -> dict:
         os.environ.update(saved)
 
 
-def dry_run(tmp_path, env, *args: str) -> str:
-    """`snakemake --profile slurm -n all` from the repository root, as a user types it."""
-    cmd = [sys.executable, "-m", "snakemake", "--profile", "slurm", "--directory", str(tmp_path), "-n", "all", *args]
+def dry_run(tmp_path, env, *args: str, targets: tuple[str, ...] = ("all",)) -> str:
+    """`snakemake --profile slurm -n <targets>` (default `all`) from the repository root, as a user types it."""
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "slurm", "--directory", str(tmp_path), "-n", *args]
+    cmd += ["--", *targets]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
@@ -132,9 +133,6 @@ def test_slurm_stage_targets_plan_without_cluster(tmp_path):
     # the real-Slurm stage only runs where CI has a cluster: its config override and targets must plan everywhere
     from .test_snakemake_slurm import DEFAULT_OVERRIDE, DEFAULT_TARGETS, LAUNCHER_OVERRIDE
 
-    cmd = [sys.executable, "-m", "snakemake", "--profile", "slurm", "--directory", str(tmp_path), "-n"]
-    cmd += ["--configfile", str(REPO / "config/tiny.yaml"), "--config", LAUNCHER_OVERRIDE, *DEFAULT_OVERRIDE]
-    proc = subprocess.run([*cmd, "--", *DEFAULT_TARGETS], cwd=REPO, env=site_env(), capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
-    assert re.search(r"p1_train\s+1\n", out) and re.search(r"total\s+6\n", out), out[-3000:]
+    config = ["--configfile", str(REPO / "config/tiny.yaml"), "--config", LAUNCHER_OVERRIDE, *DEFAULT_OVERRIDE]
+    counts = job_counts(dry_run(tmp_path, site_env(), *config, targets=tuple(DEFAULT_TARGETS)))
+    assert counts["p1_train"] == 1 and counts["total"] == 6, counts

@@ -48,13 +48,3 @@ def tiny_run(tmp_path_factory) -> Path:
     (work / "all_wall_s.txt").write_text(f"{time.perf_counter() - t0:.1f}\n")
     snakemake(work, "all", "--cores", "1", "--report", "results/report.html", "--configfile", "tiny.yaml")
     return work
-
-
-def job_counts(out: str) -> dict[str, int]:
-    """Rule -> job count from the job-stats table of a `snakemake -n` output."""
-    counts = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-    return counts

@@ -14,8 +14,8 @@ from mtp_core.papers.p2 import experiments as p2_exp
 from mtp_core.papers.p2 import plan as p2_plan
 from mtp_core.validation import load_config
 
-from ..conftest import REPO
-from .conftest import assert_bad_tiny_config_stops, job_counts, snakemake
+from ..conftest import REPO, job_counts
+from .conftest import assert_bad_tiny_config_stops, snakemake
 
 ALL_P2 = [f for name in (*p2_exp.TABLES, *p2_exp.FIGURES) for f in p2_exp.target_files(name)]
 

@@ -13,8 +13,8 @@ import pytest
 from mtp_core.papers.p3 import plan as p3_plan
 from mtp_core.validation import load_config
 
-from ..conftest import REPO
-from .conftest import assert_bad_tiny_config_stops, job_counts, snakemake
+from ..conftest import REPO, job_counts
+from .conftest import assert_bad_tiny_config_stops, snakemake
 
 TARGETS = ["results/tables/p3/table1.csv", "results/figures/p3/fig2.png"]
 ALL_P3 = [f for name in (*p3_plan.TABLES, *p3_plan.FIGURES) for f in p3_plan.target_files(name)]

@@ -12,8 +12,8 @@ import pytest
 from mtp_core.papers.p4 import plan as p4_plan
 from mtp_core.validation import load_config
 
-from ..conftest import REPO
-from .conftest import assert_bad_tiny_config_stops, job_counts, snakemake
+from ..conftest import REPO, job_counts
+from .conftest import assert_bad_tiny_config_stops, snakemake
 
 ALL_P4 = [f for name in (*p4_plan.TABLES, *p4_plan.FIGURES) for f in p4_plan.target_files(name)]
 

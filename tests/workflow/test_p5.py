@@ -13,9 +13,8 @@ import pytest
 from mtp_core.papers.p5 import plan as p5_plan
 from mtp_core.validation import load_config
 
-from ..conftest import REPO
+from ..conftest import REPO, job_counts
 from .conftest import assert_bad_tiny_config_stops, snakemake
-from .test_p3 import job_counts
 
 ALL_P5 = [f for name in (*p5_plan.TABLES, *p5_plan.FIGURES) for f in p5_plan.target_files(name)]
 JOBS = {
