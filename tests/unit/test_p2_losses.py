@@ -76,6 +76,19 @@ def test_alignment_main_head_on_the_same_target():
     assert float(p2_loss(main, wrong, ids, P2LossConfig(topn=10)).metrics["kl@1"]) > 0.1
 
 
+def test_shared_main_index_set_is_each_heads_own_teacher_top_n():
+    """p2_loss picks the main head's Top-N once for all heads; each head's KL equals the KL over the Top-N of its
+    own teacher rows Q_{i+k} (N < V, so a misaligned index set changes the value)."""
+    torch.manual_seed(4)
+    ids = torch.randint(0, 40, (2, 10))
+    main, heads = torch.randn(2, 10, 40), [torch.randn(2, 10, 40) for _ in range(3)]
+    for cfg in (P2LossConfig(topn=6), P2LossConfig(topn=6, index="union", direction="reverse")):
+        out = p2_loss(main, heads, ids, cfg)
+        for k in (1, 2, 3):
+            own = topn_kl(aligned(heads[k - 1], k, k), aligned(main, k, 0), 6, direction=cfg.direction, index=cfg.index)
+            assert float(out.metrics[f"kl@{k}"]) == pytest.approx(float(own.mean()), rel=1e-5)
+
+
 def test_ensemble_teachers_and_step_weights():
     torch.manual_seed(2)
     main, h1, h2 = torch.randn(1, 8, 5), torch.randn(1, 8, 5), torch.randn(1, 8, 5)

@@ -103,14 +103,15 @@ def topn_kl(
     norm: str = "renormalize",
     detach: bool = True,
     hybrid_weight: float = 0.5,
+    idx: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-position KL between teacher and student logits [..., V] over the Top-N index set (module docstring)."""
+    """Per-position KL between teacher and student logits [..., V] over the Top-N index set (module docstring).
+    `idx` [..., N]: the teacher's Top-N indices when the caller has them (`topn_index`)."""
     t = (teacher.detach() if detach else teacher).float()
     s = student.float()
-    v = s.shape[-1]
-    n = min(int(topn), v)
-    with torch.no_grad():
-        idx = t.topk(n, dim=-1).indices
+    n = min(int(topn), s.shape[-1])
+    if idx is None:
+        idx = topn_index(t, n)
     if index == "main":
         if norm == "renormalize":
             log_q, log_p = F.log_softmax(t.gather(-1, idx), -1), F.log_softmax(s.gather(-1, idx), -1)
@@ -121,7 +122,7 @@ def topn_kl(
         with torch.no_grad():
             keep = torch.zeros_like(s, dtype=torch.bool)
             keep.scatter_(-1, idx, True)
-            keep.scatter_(-1, s.topk(n, dim=-1).indices, True)
+            keep.scatter_(-1, topn_index(s, n), True)
         if norm == "renormalize":
             log_q = F.log_softmax(t.masked_fill(~keep, float("-inf")), -1)
             log_p = F.log_softmax(s.masked_fill(~keep, float("-inf")), -1)
@@ -137,6 +138,13 @@ def topn_kl(
     if direction == "reverse":
         return kl(log_p, log_q)
     return hybrid_weight * kl(log_q, log_p) + (1.0 - hybrid_weight) * kl(log_p, log_q)
+
+
+def topn_index(logits: torch.Tensor, topn: int) -> torch.Tensor:
+    """The indices of the `topn` largest logits [..., N], chosen without gradient. Unordered: every use of the set
+    is order-free (a gather then a softmax, or a mask), and an unsorted top-k costs about half a sorted one."""
+    with torch.no_grad():
+        return logits.topk(min(int(topn), logits.shape[-1]), dim=-1, sorted=False).indices
 
 
 def head_targets(ids: torch.Tensor, k: int) -> torch.Tensor:
@@ -186,6 +194,8 @@ def p2_loss(
     total = cfg.main_weight * ce_main
     metrics: dict[str, Any] = {"loss_main": ce_main.detach()}
     depth_logits = {first_depth + i: x for i, x in enumerate(head_logits)}
+    # the main teacher's index set, once per target and shared by every head (Eq. 3, A4)
+    main_idx = topn_index(main_logits, cfg.topn) if cfg.teacher == "main" else None
     for k, logits in depth_logits.items():
         student = aligned(logits, k, k)
         target = head_targets(ids, k)
@@ -208,6 +218,7 @@ def p2_loss(
                         norm=cfg.norm,
                         detach=cfg.detach,
                         hybrid_weight=cfg.hybrid_weight,
+                        idx=None if main_idx is None else aligned(main_idx, k, 0),
                     ).mean()
                 )
         kl = torch.stack(kls).mean()  # ensemble_split: each teacher weighted β / |set|
