@@ -27,6 +27,13 @@ RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
 
 
+def training_threads(launcher_settings):
+    """`threads:` of a training rule (a local rule that submits and waits): the cores its training takes here when
+    the launcher runs it on this machine (`cluster: local`), so that Snakemake does not run a second job on them;
+    1 when it only waits on a cluster. `launcher_settings(wildcards)` -> the run's launcher settings."""
+    return lambda wildcards: config["threads"] if launcher_settings(wildcards).get("cluster") == "local" else 1
+
+
 def shell_json(obj):
     """`obj` as one shell word of JSON (for the command line of a shell rule)."""
     import json

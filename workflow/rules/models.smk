@@ -42,6 +42,7 @@ rule finetune_model:
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/finetune_model/{{model}}.tsv"
     localrule: True
+    threads: training_threads(lambda wc: model_plan.launcher_settings(config, wc.model))
     resources:
         submitit_jobs=1,
         launcher=lambda wc: shell_json(model_plan.launcher_settings(config, wc.model)),

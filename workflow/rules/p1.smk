@@ -31,6 +31,7 @@ rule p1_train:
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/p1/train/{{run}}.tsv"
     localrule: True
+    threads: training_threads(lambda wc: p1plan.launcher_settings(config, wc.run))
     resources:
         submitit_jobs=1,
         launcher=p1_launcher,

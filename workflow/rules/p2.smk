@@ -47,6 +47,7 @@ rule p2_train:
     benchmark:
         f"{RESULTS}/benchmarks/p2/train/{{run}}.tsv"
     localrule: True
+    threads: training_threads(lambda wc: p2plan.launcher_settings(config, wc.run))
     resources:
         submitit_jobs=1,
         launcher=p2_launcher,

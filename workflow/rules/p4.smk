@@ -29,6 +29,7 @@ rule p4_train:
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/p4/train/{{run}}.tsv"
     localrule: True
+    threads: training_threads(lambda wc: p4plan.launcher_settings(config, wc.run))
     resources:
         submitit_jobs=1,
         launcher=p4_launcher,

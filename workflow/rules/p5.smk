@@ -69,6 +69,7 @@ rule p5_train_heads:
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/p5/train/{{heads}}.tsv"
     localrule: True
+    threads: training_threads(lambda wc: p5plan.launcher_settings(config, wc.heads))
     resources:
         submitit_jobs=1,
         launcher=p5_launcher,
