@@ -28,9 +28,10 @@ LOGS = f"{RESULTS}/logs"
 
 
 def training_threads(launcher_settings):
-    """`threads:` of a training rule (a local rule that submits and waits): the cores its training takes here when
-    the launcher runs it on this machine (`cluster: local`), so that Snakemake does not run a second job on them;
-    1 when it only waits on a cluster. `launcher_settings(wildcards)` -> the run's launcher settings."""
+    """The `threads` of the training rules, local rules that submit a training and wait for it. When the launcher
+    runs the training on this machine (`cluster: local`) they hold the cores it takes (config `threads`), so that
+    Snakemake does not start a second job on them; 1 when they only wait on a cluster.
+    `launcher_settings(wildcards)` gives the run's launcher settings."""
     return lambda wildcards: config["threads"] if launcher_settings(wildcards).get("cluster") == "local" else 1
 
 
