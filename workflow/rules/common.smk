@@ -10,6 +10,7 @@ from mtp_core.leaderboard import targets as leaderboard_targets
 from mtp_core.config import ConfigError, config_hash, model_spec
 from mtp_core.config import dataset_on_bad_row as on_bad_row_of
 from mtp_core.data.rows import train_data_path
+from mtp_core.train.launch.settings import LauncherConfig
 from mtp_core.evaluate.tasks import task_dataset
 from mtp_core.validation import check_references
 
@@ -29,10 +30,11 @@ LOGS = f"{RESULTS}/logs"
 
 def training_threads(launcher_settings):
     """The `threads` of the training rules, local rules that submit a training and wait for it. When the launcher
-    runs the training on this machine (`cluster: local`) they hold the cores it takes (config `threads`), so that
-    Snakemake does not start a second job on them; 1 when they only wait on a cluster.
-    `launcher_settings(wildcards)` gives the run's launcher settings."""
-    return lambda wildcards: config["threads"] if launcher_settings(wildcards).get("cluster") == "local" else 1
+    runs the training on this machine (`cluster` local or debug, local by default: `LauncherConfig`) they hold the
+    cores it takes (config `threads`), so that Snakemake does not start a second job on them; 1 when they only wait
+    on Slurm. `launcher_settings(wildcards)` gives the run's launcher settings."""
+    on_slurm = lambda wildcards: LauncherConfig.from_dict(launcher_settings(wildcards)).cluster == "slurm"
+    return lambda wildcards: 1 if on_slurm(wildcards) else config["threads"]
 
 
 def shell_json(obj):
