@@ -48,7 +48,10 @@ def test_params_paths_and_leaderboard(tiny):
         settings["data"] == "results/data/p5/selfdistill/tiny-qwen3-math" and settings["train"]["final_dir"] == "heads"
     )
     assert settings["heads"]["arch"] == "hydra" and launcher["cluster"] == "local"
-    assert plan.frontier_settings(tiny).depths == (1, 2, 3)
+    assert plan.frontier_settings(tiny).depths == (1, 2, 3) and not plan.frontier_settings(tiny).include_greedy
+    with_root = copy.deepcopy(tiny)
+    with_root["papers"]["p5"]["throughput"]["include_greedy"] = True
+    assert plan.frontier_settings(with_root).include_greedy
 
 
 def bad(tiny, edit, message):

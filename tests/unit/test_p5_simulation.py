@@ -12,12 +12,13 @@ import pytest
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.heads import load_heads
 from mtp_core.papers.p5 import decoders  # noqa: F401  (registration)
-from mtp_core.papers.p5.bank import canonical
+from mtp_core.papers.p5.bank import ROOT_ONLY, canonical, tree_depth
 from mtp_core.papers.p5.calibration import build_table
 from mtp_core.papers.p5.capture import greedy_trajectories
 from mtp_core.papers.p5.frontier import States, debias, simulate
 from mtp_core.papers.p5.scheduler import Policy, score
-from mtp_core.papers.p5.throughput import policy_rollout
+from mtp_core.papers.p5.stages import FrontierSettings, task_frontier
+from mtp_core.papers.p5.throughput import StepPrices, policy_rollout
 
 from .p5_world import NEW_TOKENS, world
 
@@ -74,13 +75,18 @@ def test_simulation_equals_decoder_step_counts(name):
     assert accepted_any > 20  # the trees were exercised, not only rejected
 
 
-@pytest.mark.parametrize("policy", ["threshold_ladder", "binary_tau"])
-def test_scheduler_simulation_equals_entmtp_choices(policy):
+@pytest.mark.parametrize(
+    "policy,small",
+    [("threshold_ladder", [(0,)]), ("binary_tau", [(0,)]), ("binary_tau", [])],
+    ids=["ladder", "tau", "tau-root-only"],
+)
+def test_scheduler_simulation_equals_entmtp_choices(policy, small):
+    """`small` []: S is the root-only tree (`include_greedy`): its steps draft nothing and emit one token."""
     w = world()
     m, tok = w.loaded.model, w.loaded.tokenizer
     table = table_of("hydra")
     bank = {
-        "s": canonical([(0,)]),
+        "s": canonical(small),
         "m": canonical([(0,), (0, 0), (1,)]),
         "b": canonical(random_tree(random.Random(3), 8)),
     }
@@ -91,7 +97,7 @@ def test_scheduler_simulation_equals_entmtp_choices(policy):
     else:
         kw = {"conservative": "s", "aggressive": "b", "tau_on": float(np.quantile(values, 0.6))}
         kw["tau_off"] = float(np.quantile(values, 0.3))
-    order = sorted(bank, key=lambda i: (len(bank[i]), max(map(len, bank[i])), i))
+    order = sorted(bank, key=lambda i: (len(bank[i]), tree_depth(bank[i]), i))
     sim = policy_rollout(table, States.of(table), bank, Policy(policy, order, **kw), feature)
     assert 0.1 < max(sim["share"].values()) < 0.9  # the policy really switches
     dec = build_decoder(
@@ -108,3 +114,47 @@ def test_scheduler_simulation_equals_entmtp_choices(policy):
     expect = build_decoder("greedy", m, tok).generate(w.prompts, NEW_TOKENS, StopCriteria())
     assert [g.tokens for g in out] == [g.tokens for g in expect]
     assert [g.extra["trees"] for g in out] == sim["trees"]
+    if not small:
+        steps = [(t, a) for g in out for t, a in zip(g.extra["trees"], g.accepted[1:])]
+        assert {a for t, a in steps if t == "s"} == {1} and any(t == "b" and a > 1 for t, a in steps)
+
+
+@pytest.mark.parametrize("dear", [False, True], ids=["cheap-rows", "dear-rows"])
+def test_root_only_tree_in_the_frontier(dear):
+    """`include_greedy`: the root-only tree heads the hull and is S; it is EntMTP* exactly when every searched
+    tree prices slower (verification of 2+ rows made 100x a one-row step), and the `entmtp` decoder then decodes
+    one token per forward, identical to greedy."""
+    w = world()
+    m, tok = w.loaded.model, w.loaded.tokenizer
+    heads = load_heads(w.heads["hydra"], m).bind(m)
+    table = table_of("hydra")
+    prices = StepPrices(verify_rows=[1, 4, 64], verify_seconds=[1.0, 100.0 if dear else 1.0, 100.0 if dear else 1.0])
+    settings = FrontierSettings(
+        depths=(1, 2),
+        budgets=(2, 4),
+        score_feature="path_value_greedy_depth2",
+        taus=(0.01, 0.5),
+        hysteresis=(1.0,),
+        price_reps=1,
+        include_greedy=True,
+    )
+    out = task_frontier(table, w.prompts, prices, w.loaded, heads, settings)
+    thr, bank = out["throughput"], out["bank"]
+    rows = {r["id"]: r for r in thr["rows"]}
+    assert rows[ROOT_ONLY]["n_nodes"] == 0 and rows[ROOT_ONLY]["mean_accept"] == 0
+    assert thr["hull"][0] == ROOT_ONLY and bank["conservative"] == ROOT_ONLY
+    searched = [r for r in thr["rows"] if r["id"] != ROOT_ONLY]
+    fastest = max(searched, key=lambda r: r["modeled_tokens_per_s"])
+    assert bank["aggressive"] == fastest["id"] and bank["aggressive"] in bank["trees"]
+    if dear:
+        assert fastest["modeled_tokens_per_s"] < rows[ROOT_ONLY]["modeled_tokens_per_s"]
+        assert bank["best"] == ROOT_ONLY and thr["hull"] == [ROOT_ONLY]
+    else:
+        assert fastest["modeled_tokens_per_s"] > rows[ROOT_ONLY]["modeled_tokens_per_s"]
+        assert bank["best"] == fastest["id"] and ROOT_ONLY in bank["order"]
+    dec = build_decoder("entmtp", m, tok, heads=w.heads["hydra"], bank=bank, policy="static")
+    got = dec.generate_all(w.prompts, NEW_TOKENS, StopCriteria(), batch_size=2)
+    expect = build_decoder("greedy", m, tok).generate(w.prompts, NEW_TOKENS, StopCriteria())
+    assert [g.tokens for g in got] == [g.tokens for g in expect]
+    if dear:
+        assert all(g.forward_passes == len(g.tokens) for g in got)

@@ -41,6 +41,8 @@ def cmd_tree_search(args: argparse.Namespace) -> None:
     kw: dict[str, Any] = {"depths": tuple(args.depths), "budgets": tuple(args.budgets), "tolerance": args.tolerance}
     if args.score_feature:
         kw["score_feature"] = args.score_feature
+    if args.include_greedy:
+        kw["include_greedy"] = True
     settings = FrontierSettings(**kw)
     out = Path(args.out)
     if args.engine == "offline":
@@ -126,5 +128,10 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--max-rows", type=int, default=64, help="largest verification chunk priced")
     t.add_argument("--threads", type=int, help="torch threads for calibration and prices (default: config bench)")
     t.add_argument("--score-feature", help="the scheduler's score (default path_value_greedy_depth4)")
+    t.add_argument(
+        "--include-greedy",
+        action="store_true",
+        help="the root-only tree (plain greedy steps) is a candidate: EntMTP* where every tree is slower",
+    )
     t.add_argument("--temperature", type=float, default=0.0, help="rollout engine: > 0 = typical acceptance")
     t.set_defaults(func=cmd_tree_search)

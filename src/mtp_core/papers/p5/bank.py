@@ -24,6 +24,7 @@ from ...io import InputError
 from ...masks.tree import TreeBuffers, published_tree, published_trees, tree_buffers
 
 Paths = tuple[tuple[int, ...], ...]
+ROOT_ONLY = "root_only"  # the tree of no drafts: a plain greedy step (the frontier's `include_greedy`)
 
 
 def canonical(paths: Sequence[Sequence[int]]) -> Paths:

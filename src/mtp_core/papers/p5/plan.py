@@ -201,6 +201,7 @@ def frontier_settings(config: dict) -> FrontierSettings:
         "regimes_tree": reg.get("tree", "mc_sim_7b_63"),
         "target_accept": int(reg.get("target_accept", 1)),
         "price_reps": int((s.get("throughput") or {}).get("reps", 5)),
+        "include_greedy": bool((s.get("throughput") or {}).get("include_greedy", False)),
     }
     if sched.get("taus") is not None:
         kw["taus"] = tuple(float(t) for t in sched["taus"])

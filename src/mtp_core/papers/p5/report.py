@@ -33,6 +33,7 @@ from ...io import read_jsonl
 from ...report.figures import save_figure, style
 from ...report.tables import Table
 from ...results import samples_path
+from .bank import ROOT_ONLY
 from .regimes import FEATURES
 
 
@@ -177,12 +178,15 @@ def _throughput_panel(ax, thr: dict, title: str) -> None:
             label=f"EntMTP* ({best['n_nodes']} nodes)",
         )
         for r in rows:
-            if r.get("biased") is None:
+            if r.get("biased") is None and r["id"] != ROOT_ONLY:
                 ax.scatter(
                     [r["n_nodes"]], [r["modeled_tokens_per_s"]], marker="*", s=60, color="tab:red", label=r["id"]
                 )
         ax.axhline(thr["greedy"]["modeled_tokens_per_s"], color="grey", lw=0.8, ls=":", label="greedy")
-        ax.set_xscale("log")
+        if any(r["n_nodes"] == 0 for r in hull + [best]):  # the root-only tree (include_greedy) sits at 0
+            ax.set_xscale("symlog", linthresh=1)
+        else:
+            ax.set_xscale("log")
         ax.set_xlabel("draft nodes")
         ax.set_ylabel("modeled tokens / s (prefill incl.)")
         ax.set_title(title)

@@ -18,7 +18,7 @@ from typing import Any
 from ...heads import DraftHeads
 from ...io import atomic_path, atomic_write_json
 from ...models import LoadedModel
-from .bank import canonical, resolve_tree
+from .bank import ROOT_ONLY, canonical, resolve_tree
 from .calibration import PromptTable, build_table, write_table
 from .capture import greedy_trajectories
 from .frontier import FRONTIER_MODES, States, debias, kendall_tau, search_all
@@ -59,6 +59,7 @@ class FrontierSettings:
     regimes_tree: str = "mc_sim_7b_63"
     target_accept: int = 1
     price_reps: int = 5
+    include_greedy: bool = False
 
     def __post_init__(self) -> None:
         if self.frontier_mode not in FRONTIER_MODES:
@@ -97,7 +98,12 @@ def task_frontier(
     n_skipped: int = 0,
 ) -> dict[str, Any]:
     """Search, debiasing, prices of the candidates, the throughput frontier, the bank and the regimes of one task
-    (module docstring); `prices` holds the verification prices, the drafting and prefill ones are added here."""
+    (module docstring); `prices` holds the verification prices, the drafting and prefill ones are added here.
+
+    `include_greedy` (the spec's extension for hardware where speculation can lose, not in the paper): the
+    root-only tree (no drafts: a plain greedy step) is a candidate too. It heads the hull and is the bank's S;
+    EntMTP* is the faster of it and the fastest searched tree, which stays EntMTPτ's B (and joins the bank when
+    the hull, slower than greedy everywhere, holds only the root)."""
     depths = [d for d in settings.depths if d <= heads.num_heads]
     search = search_all(
         table, depths, settings.budgets, settings.tolerance, settings.max_children_per_parent, n_skipped
@@ -109,6 +115,8 @@ def task_frontier(
     searched = [r for r in self_rows if r["biased"] is not None]
     deltas = [r["self"] - r["biased"] for r in searched]
     candidates = candidate_trees(self_rows, settings.candidate_mode)
+    if settings.include_greedy:
+        candidates.append({"id": ROOT_ONLY, "tree": [], "depth": 0, "biased": None, "self": 0.0})
     trees = {r["id"]: canonical(r["tree"]) for r in candidates}
     depth = feature_depth(settings.score_feature)
     chain_depth = heads.num_heads if depth < 0 else depth
@@ -126,18 +134,20 @@ def task_frontier(
         )
         for r in candidates
     ]
-    searched_rows = [r for r in rows if r["id"] not in default] or rows
-    front = hull(searched_rows)
-    best = max(searched_rows, key=lambda r: (r["modeled_tokens_per_s"], -r["n_nodes"]))
+    root = [r for r in rows if r["id"] == ROOT_ONLY]
+    searched_rows = [r for r in rows if r["id"] not in default and r["id"] != ROOT_ONLY] or rows
+    front = hull(root + searched_rows)
+    aggressive = max(searched_rows, key=lambda r: (r["modeled_tokens_per_s"], -r["n_nodes"]))
+    best = max([aggressive, *root], key=lambda r: (r["modeled_tokens_per_s"], -r["n_nodes"]))
     small = front[0]
-    bank_ids = [r["id"] for r in front]
+    bank_ids = [r["id"] for r in front] + ([aggressive["id"]] if aggressive not in front else [])
     bank = {i: trees[i] for i in bank_ids}
     sweep = tau_sweep(
         table,
         prices,
-        {small["id"]: trees[small["id"]], best["id"]: trees[best["id"]]},
+        {small["id"]: trees[small["id"]], aggressive["id"]: trees[aggressive["id"]]},
         small["id"],
-        best["id"],
+        aggressive["id"],
         settings.taus,
         settings.hysteresis,
         settings.score_feature,
@@ -158,7 +168,7 @@ def task_frontier(
         "order": bank_ids,
         "best": best["id"],
         "conservative": small["id"],
-        "aggressive": best["id"],
+        "aggressive": aggressive["id"],
         "tau_on": chosen["tau_on"],
         "tau_off": chosen["tau_off"],
         "score_feature": settings.score_feature,
@@ -188,7 +198,7 @@ def task_frontier(
         },
         "throughput": {
             "rows": rows,
-            "hull": bank_ids,
+            "hull": [r["id"] for r in front],
             "best": best["id"],
             "greedy": greedy,
             "candidate_mode": settings.candidate_mode,
