@@ -33,8 +33,9 @@ def training_threads(launcher_settings):
     runs the training on this machine (`cluster` local or debug, local by default: `LauncherConfig`) they hold the
     cores it takes (config `threads`), so that Snakemake does not start a second job on them; 1 when they only wait
     on Slurm. `launcher_settings(wildcards)` gives the run's launcher settings."""
-    on_slurm = lambda wildcards: LauncherConfig.from_dict(launcher_settings(wildcards)).cluster == "slurm"
-    return lambda wildcards: 1 if on_slurm(wildcards) else config["threads"]
+    return lambda wildcards: (
+        1 if LauncherConfig.from_dict(launcher_settings(wildcards)).cluster == "slurm" else config["threads"]
+    )
 
 
 def shell_json(obj):

@@ -38,11 +38,14 @@ def cmd_tree_search(args: argparse.Namespace) -> None:
     if not Path(args.heads, "heads.json").is_file():
         raise InputError(f"--heads {args.heads}: not a heads directory (no heads.json)")
     loaded = load_named_model(config, args.model, Path(args.results), args.checkpoint)
-    kw: dict[str, Any] = {"depths": tuple(args.depths), "budgets": tuple(args.budgets), "tolerance": args.tolerance}
+    kw: dict[str, Any] = {
+        "depths": tuple(args.depths),
+        "budgets": tuple(args.budgets),
+        "tolerance": args.tolerance,
+        "include_greedy": args.include_greedy,
+    }
     if args.score_feature:
         kw["score_feature"] = args.score_feature
-    if args.include_greedy:
-        kw["include_greedy"] = True
     settings = FrontierSettings(**kw)
     out = Path(args.out)
     if args.engine == "offline":

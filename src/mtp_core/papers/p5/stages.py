@@ -137,8 +137,12 @@ def task_frontier(
     root = [r for r in rows if r["id"] == ROOT_ONLY]
     searched_rows = [r for r in rows if r["id"] not in default and r["id"] != ROOT_ONLY] or rows
     front = hull(root + searched_rows)
-    aggressive = max(searched_rows, key=lambda r: (r["modeled_tokens_per_s"], -r["n_nodes"]))
-    best = max([aggressive, *root], key=lambda r: (r["modeled_tokens_per_s"], -r["n_nodes"]))
+
+    def speed(r: dict) -> tuple[float, int]:  # faster first; ties to the smaller tree
+        return r["modeled_tokens_per_s"], -r["n_nodes"]
+
+    aggressive = max(searched_rows, key=speed)
+    best = max([aggressive, *root], key=speed)
     small = front[0]
     bank_ids = [r["id"] for r in front] + ([aggressive["id"]] if aggressive not in front else [])
     bank = {i: trees[i] for i in bank_ids}
