@@ -3,7 +3,8 @@
 Every result records tokens per forward, forward passes, tokens/s (per-batch medians over repeats), the speedup
 vs the job's greedy and `identical_fraction` (prompts equal to greedy's tokens). Optionally (the leaderboard):
 the modeled speedup (each decoder's forwards priced by a cost table measured on the job's first prompt,
-`decoding.cost`), and, for prompt sets whose rows all carry a reference `answer` (the math set), task accuracy
+`decoding.cost`: forwards of 1, 2, 3, 4, 8, ..., 64 rows as run, unpadded, and the output head alone on as many
+rows, so that a decoder which skips layers, paper 4's, is priced by the layers it runs), and, for prompt sets whose rows all carry a reference `answer` (the math set), task accuracy
 with its standard error (`evaluate.answers`: the `synthetic_math_cot` task's extraction and exact match).
 """
 
@@ -25,7 +26,7 @@ from .models import LoadedModel, load_model
 from .results import decode_stats, make_result, sample_record, write_result
 
 log = logging.getLogger(__name__)
-MODELED_MAX_ROWS = 64  # the cost table's largest chunk (wider chunks are priced as 64 rows)
+MODELED_ROWS = (1, 2, 3, 4, 8, 16, 32, 64)  # the cost table's chunks (wider chunks are priced as 64 rows)
 
 
 def accuracy(texts: Sequence[str], rows: Sequence[dict]) -> dict[str, float] | None:
@@ -81,7 +82,9 @@ def decode_prompt_set(
         threads=threads,
         models=models,
     )
-    cost = calibrate_on_prompt(loaded.model, prompts[0].ids, max_rows=MODELED_MAX_ROWS) if modeled else None
+    cost = None
+    if modeled:
+        cost = calibrate_on_prompt(loaded.model, prompts[0].ids, rows=MODELED_ROWS, pad_small_chunks=False, head=True)
     settings = {
         "max_new_tokens": max_new_tokens,
         "batch_size": batch_size,
@@ -93,6 +96,7 @@ def decode_prompt_set(
     }
     if cost is not None:
         settings["step_cost"] = cost.as_dict()["table"]
+        settings["head_cost"] = cost.as_dict()["head"]
     for (name, _), out in zip(decoders.items(), outputs):
         row = summary["decoders"][name]
         stats = decode_stats(gens[name])

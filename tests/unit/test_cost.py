@@ -7,13 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtp_core.decoding import StopCriteria, build_decoder
+from mtp_core.decoding import GenerationResult, StopCriteria, build_decoder
 from mtp_core.decoding.cost import (
     CostModel,
     DepthAcceptance,
     WallClockGuard,
     calibrate_on_prompt,
     calibration_rows,
+    generation_steps,
+    layer_forward_steps,
     modeled_steps,
     padded_rows,
 )
@@ -234,4 +236,31 @@ def test_chunk_rows_and_modeled_steps(tiny_llama):
     cost = CostModel({1: 1.0, 4: 1.5, 8: 2.0})
     assert modeled_steps(rows, cost) == pytest.approx(sum(1.0 if r == 1 else 1.5 for r in rows[1:]))
     measured = calibrate_on_prompt(model, prompt, max_rows=8, reps=1)
-    assert set(measured.as_dict()["table"]) == {1, 4, 8} and measured(1) == 1.0
+    assert set(measured.as_dict()["table"]) == {1, 4, 8} and measured(1) == 1.0 and "head" not in measured.as_dict()
+    with_head = calibrate_on_prompt(model, prompt, rows=[1, 3, 2], reps=1, pad_small_chunks=False, head=True)
+    heads = with_head.as_dict()["head"]
+    assert set(heads) == {1, 2, 3} and all(0 < heads[r] < with_head(r) for r in heads)
+
+
+def test_layer_forwards_priced_by_hand():
+    """Forwards that skip layers (paper 4): the head on one row plus each segment's share of the layers' price."""
+    cost = CostModel({1: 10.0, 4: 20.0}, online=False, head={1: 2.0, 4: 5.0})
+    assert cost.head_cost(1) == pytest.approx(0.2) and cost.body_cost(1) == pytest.approx(0.8)
+    body3 = (10 + 2 / 3 * 10 - (2 + 2 / 3 * 3)) / 10  # rows 3 interpolated between the 1- and 4-row prices
+    assert cost.body_cost(3) == pytest.approx(body3)
+    late, start = [[8, 1]], [[8, 1], [22, 3]]
+    assert layer_forward_steps([[[30, 1]]], 30, cost) == pytest.approx(1.0)  # a full one-row forward
+    assert layer_forward_steps([late], 30, cost) == pytest.approx(0.2 + 8 / 30 * 0.8)
+    assert layer_forward_steps([start], 30, cost) == pytest.approx(0.2 + 8 / 30 * 0.8 + 22 / 30 * body3)
+
+    def gen(**extra):
+        return GenerationResult([5] * 4, [1] * 4, 3, 0.0, 0.0, "length", extra)
+
+    g = gen(num_layers=30, layer_forwards=[late, late, start])
+    assert generation_steps(g, cost) == pytest.approx(2 * (0.2 + 8 / 30 * 0.8) + 0.2 + 8 / 30 * 0.8 + 22 / 30 * body3)
+    assert generation_steps(gen(turns=[g.extra, g.extra]), cost) == pytest.approx(2 * generation_steps(g, cost))
+    assert generation_steps(gen(), cost) == 3.0  # greedy: one priced step per forward after the prefill
+    with pytest.raises(ValueError, match="no output-head prices"):
+        layer_forward_steps([late], 30, CostModel({1: 1.0}))
+    with pytest.raises(ValueError, match="head costs"):
+        CostModel({1: 1.0, 4: 2.0}, head={1: 1.5, 4: 1.0})

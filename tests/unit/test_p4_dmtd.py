@@ -270,6 +270,10 @@ def test_measured_plt_and_extras(model):
     assert g.extra["layers_touched"] == 22 * 6 + 42 * 2
     assert g.extra["refill_rows"] == 21 * 3 and g.extra["split"] == "E0D2" and g.extra["tau"] == 3
     assert g.extra["plt_measured"] == pytest.approx((22 * 6 + 42 * 2) / (6 * 64))
+    # decoding forwards g = 1..63 (the prefill excluded): late-only ones run E + D = 2 layers on one row, every
+    # third also refills the 4 thinking layers on its 3 pending columns
+    assert g.extra["num_layers"] == 6
+    assert g.extra["layer_forwards"] == [[[2, 1], [4, 3]] if s % 3 == 0 else [[2, 1]] for s in range(1, 64)]
     assert dec.describe()["params"] == {"tau": 3, "encoding_layers": 0, "decoding_layers": 2, "combine": "add"}
     with pytest.raises(ValueError, match="give tau"):
         build_decoder("dmtd", model, _Tok(), encoding_layers=0, decoding_layers=2)

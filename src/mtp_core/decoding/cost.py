@@ -7,7 +7,8 @@ one-row forward and a 31-row one 2.2-3.2x, so a draft pays only when it is accep
 
 * `CostModel`: step cost by chunk rows relative to a one-row (greedy) step; calibrated, corrected online.
 * `measure_costs`: the calibration (median of interleaved timed verification forwards on the live cache);
-  `calibrate_on_prompt` / `modeled_steps`: a benchmark's fixed prices of each step (a timing-noise-free speed).
+  `calibrate_on_prompt` / `modeled_steps`: a benchmark's fixed prices of each step (a timing-noise-free speed);
+  with the output head's own prices by rows, `layer_forward_steps` prices forwards that skip layers (paper 4).
 * `ShrunkRates`: acceptance counts at two horizons, every call so far and the current batch (decayed), the batch's
   rate shrunk towards the long-run one: drafts pay in stretches (a model copying its prompt, a code block), so a
   decision that follows only the long-run mean drafts where nothing is accepted and misses the stretches.
@@ -42,6 +43,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from .. import layers as L
 from ..masks.tree import chain_buffers, tree_buffers_from_parents
 from .base import GenerationResult
 from .cache import crop_cache
@@ -52,18 +54,30 @@ class CostModel:
     """Cost of one decoding step by chunk rows, relative to a one-row (greedy) step.
 
     Starts from `table` {rows: cost} (calibrated seconds or any relative units; linear interpolation, constant
-    beyond the ends). With `online`, the wall time actually observed between consecutive proposals (verification
+    beyond the ends); `head` {rows: cost} in the same units, when given, is the output head's (final norm and
+    lm_head) share of those forwards, which prices forwards that run only some layers (`layer_forward_steps`).
+    With `online`, the wall time actually observed between consecutive proposals (verification
     forward + acceptance + bookkeeping) is folded in per rows as an exponential moving average; once both a
     chunk size and the one-row step have `min_count` observations, their observed ratio replaces the table's.
     This corrects a calibration taken at a noisy moment on a shared machine.
     """
 
-    def __init__(self, table: dict[int, float], online: bool = True, min_count: int = 3, decay: float = 0.1):
+    def __init__(
+        self,
+        table: dict[int, float],
+        online: bool = True,
+        min_count: int = 3,
+        decay: float = 0.1,
+        head: dict[int, float] | None = None,
+    ):
         if 1 not in table or any(r < 1 or c <= 0 for r, c in table.items()):
             raise ValueError(f"cost_table needs positive costs and a 1-row entry, got {table}")
+        if head is not None and (set(head) != set(table) or any(not 0 < head[r] < table[r] for r in table)):
+            raise ValueError(f"head costs need the table's rows, each positive and below the forward's: {head}")
         rows = sorted(table)
         self.rows = np.array(rows, dtype=float)
         self.cost = np.array([table[r] for r in rows], dtype=float)
+        self.head = np.array([head[r] for r in rows], dtype=float) if head is not None else None
         self.one = float(table[1])
         self.online, self.min_count, self.decay = online, min_count, decay
         self.seen: dict[int, list[float]] = {}  # rows -> [moving average seconds, observations]
@@ -89,11 +103,24 @@ class CostModel:
             return here / one
         return float(np.interp(rows, self.rows, self.cost)) / self.one
 
+    def head_cost(self, rows: int) -> float:
+        """The output head on `rows` rows, in one-row steps (table prices; needs `head`)."""
+        if self.head is None:
+            raise ValueError("this cost model has no output-head prices (calibrate_on_prompt(..., head=True))")
+        return float(np.interp(rows, self.rows, self.head)) / self.one
+
+    def body_cost(self, rows: int) -> float:
+        """Every decoder layer on `rows` rows, the head excluded, in one-row steps (table prices; needs `head`)."""
+        return float(np.interp(rows, self.rows, self.cost)) / self.one - self.head_cost(rows)
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "table": {int(r): float(c) / self.one for r, c in zip(self.rows, self.cost)},
             "observed": {r: [round(e[0], 5), int(e[1])] for r, e in sorted(self.seen.items())},
         }
+        if self.head is not None:
+            out["head"] = {int(r): float(c) / self.one for r, c in zip(self.rows, self.head)}
+        return out
 
 
 def padded_rows(rows: int, pad_small_chunks: bool) -> int:
@@ -171,20 +198,44 @@ class ShrunkRates:
         return (self.hits_local + self.prior * long_run) / (self.tries_local + self.prior)
 
 
+def measure_head_costs(model: torch.nn.Module, rows: Sequence[int], reps: int) -> dict[int, float]:
+    """Seconds of the output head (final norm and lm_head) on `rows` rows of hidden states: medians of `reps`
+    interleaved timings."""
+    p = next(model.parameters())
+    hidden = {r: torch.randn(1, r, int(model.config.hidden_size), device=p.device, dtype=p.dtype) for r in rows}
+    times: dict[int, list[float]] = {r: [] for r in rows}
+    for _ in range(max(1, reps)):
+        for r, h in hidden.items():
+            t0 = time.perf_counter()
+            L.head(model, h)
+            times[r].append(time.perf_counter() - t0)
+    return {r: statistics.median(t) for r, t in times.items()}
+
+
 def calibrate_on_prompt(
-    model: torch.nn.Module, prompt: Sequence[int], max_rows: int = 64, reps: int = 5, pad_small_chunks: bool = True
+    model: torch.nn.Module,
+    prompt: Sequence[int],
+    max_rows: int = 64,
+    reps: int = 5,
+    pad_small_chunks: bool = True,
+    rows: Sequence[int] | None = None,
+    head: bool = False,
 ) -> CostModel:
     """A fixed cost model measured on the KV cache of `prompt` (one prefill, then `measure_costs` of tree chunks
-    of `calibration_rows(max_rows)` rows): what a benchmark prices each decoder's steps with."""
+    of `rows` rows, default `calibration_rows(max_rows)`): what a benchmark prices each decoder's steps with.
+    `head`: also time the output head on as many rows (`measure_head_costs`), for `layer_forward_steps`."""
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt)], device=device)
+    rows = sorted(set(rows)) if rows is not None else calibration_rows(max_rows)
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         nxt = model(input_ids=ids, past_key_values=cache, logits_to_keep=1).logits[:, -1].argmax(-1)
         pos = torch.tensor([ids.shape[1]], device=device)
         ctx = TreeContext(cache, torch.ones_like(ids, dtype=torch.bool), nxt, pos)
-        drafts = {r: dummy_draft(ctx, r) for r in calibration_rows(max_rows)}
-        return CostModel(measure_costs(model, ctx, drafts, reps, pad_small_chunks), online=False)
+        drafts = {r: dummy_draft(ctx, r) for r in rows}
+        table = measure_costs(model, ctx, drafts, reps, pad_small_chunks)
+        heads = measure_head_costs(model, rows, reps) if head else None
+    return CostModel(table, online=False, head=heads)
 
 
 def modeled_steps(chunk_rows: Sequence[int], cost: CostModel) -> float:
@@ -193,10 +244,25 @@ def modeled_steps(chunk_rows: Sequence[int], cost: CostModel) -> float:
     return float(sum(cost(r) for r in chunk_rows if r > 0))
 
 
+def layer_forward_steps(forwards: Sequence[Sequence[Sequence[int]]], num_layers: int, cost: CostModel) -> float:
+    """Forwards that run only some of the `num_layers` layers (paper 4's late-only steps and refills), priced in
+    one-row steps: a forward is segments [layers, rows] (that many layers on that many rows), then the output head
+    on one row, and costs sum(layers / num_layers * body(rows)) + head(1) (`CostModel.body_cost`, `head_cost`).
+    A full one-row forward [[num_layers, 1]] costs exactly 1."""
+    total = 0.0
+    for segments in forwards:
+        total += cost.head_cost(1) + sum(n / num_layers * cost.body_cost(r) for n, r in segments)
+    return total
+
+
 def generation_steps(g: GenerationResult, cost: CostModel) -> float:
     """A generation's decoding forwards priced in one-row steps (`modeled_steps`, every turn of a multi-turn
-    prompt); a decoder without `chunk_rows` (greedy) runs one row per forward after each turn's prefill."""
+    prompt): by `layer_forwards` (with `num_layers`) when the decoder skips layers (`layer_forward_steps`), else
+    by `chunk_rows`; a decoder with neither (greedy) runs one row per forward after each turn's prefill."""
     turns = g.extra.get("turns") or [g.extra]
+    if any("layer_forwards" in t for t in turns):
+        forwards = [f for t in turns for f in t.get("layer_forwards", [])]
+        return layer_forward_steps(forwards, int(turns[0]["num_layers"]), cost)
     rows = [r for t in turns for r in t.get("chunk_rows", [])]
     return modeled_steps(rows, cost) if rows else float(len(g.accepted) - len(turns))
 

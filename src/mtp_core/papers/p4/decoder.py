@@ -25,7 +25,10 @@ Params: `tau` (inference τ; default the training τ `config.dmtd.cycle`: Table 
 DMTD, e.g. the untrained baseline), `prune_finished` (True). Lossy (`lossless` True only at τ = 1 with `select`,
 which is the vanilla model step for step). `extra` per row: `tau`, `split`, `cycle_starts` (the prefill included),
 `late_steps`, `refill_rows` (columns the thinking layers ran at refills), `layers_touched` (Σ layers per forward:
-L at a cycle start, E + D at a late step) and `plt_measured` = layers_touched / (L · new tokens) (Eq. 7 as run).
+L at a cycle start, E + D at a late step), `plt_measured` = layers_touched / (L · new tokens) (Eq. 7 as run), and
+for pricing by layer costs (`decoding.cost.layer_forward_steps`) `num_layers` and `layer_forwards`: per decoding
+forward (the prefill excluded) its segments [layers, rows]: [[E + D, 1]] at a late step, [[E + D, 1], [T, refill
+columns]] at a cycle start (T thinking layers).
 """
 
 from __future__ import annotations
@@ -72,6 +75,14 @@ class DMTDState:
 
     def layers_of_last_step(self) -> int:
         return self.num_layers if is_cycle_start(self.step_index - 1, self.tau) else self.late_layers
+
+    def segments_of_last_step(self) -> list[list[int]]:
+        """The last `step`'s work as [layers, rows] segments: the encoding and decoding layers on one row, and at a
+        cycle start the thinking layers on the refilled columns."""
+        segments = [[self.late_layers, 1]] if self.late_layers else []
+        if self.last_refill:
+            segments.append([self.stop - self.first, self.last_refill])
+        return segments
 
     def prefill(self, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         """The prompt through every layer, M = 1 on every column (Fig. 3's first pass); logits of the last column."""
@@ -174,6 +185,7 @@ class DMTDDecoder(Decoder):
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
         state = DMTDState(self.model, self.spec, self.tau)
         counts = {k: [0] * n for k in ("cycle_starts", "late_steps", "refill_rows", "layers_touched")}
+        forwards: list[list[list[list[int]]]] = [[] for _ in range(n)]
 
         def count(rows: list[int]) -> None:
             start = is_cycle_start(state.step_index - 1, self.tau)
@@ -182,6 +194,8 @@ class DMTDDecoder(Decoder):
                     counts["cycle_starts" if start else "late_steps"][r] += 1
                     counts["layers_touched"][r] += state.layers_of_last_step()
                     counts["refill_rows"][r] += state.last_refill
+                    if state.step_index > 1:  # a decoding step, not the prefill
+                        forwards[r].append(state.segments_of_last_step())
 
         t0 = time.perf_counter()
         nxt = state.prefill(ids, attention).argmax(-1)
@@ -204,6 +218,8 @@ class DMTDDecoder(Decoder):
         extra: dict[str, list[Any]] = {k: v for k, v in counts.items()}
         extra["tau"] = [self.tau] * n
         extra["split"] = [self.spec.name] * n
+        extra["num_layers"] = [state.num_layers] * n
+        extra["layer_forwards"] = forwards
         extra["plt_measured"] = [
             lt / (state.num_layers * max(1, len(t))) for lt, t in zip(counts["layers_touched"], tracker.tokens)
         ]
