@@ -120,10 +120,10 @@ def test_scheduler_simulation_equals_entmtp_choices(policy, small):
 
 
 @pytest.mark.parametrize("dear", [False, True], ids=["cheap-rows", "dear-rows"])
-def test_root_only_tree_in_the_frontier(dear):
+def test_root_only_tree_in_the_frontier(dear, monkeypatch):
     """`include_greedy`: the root-only tree heads the hull and is S; it is EntMTP* exactly when every searched
     tree prices slower (verification of 2+ rows made 100x a one-row step), and the `entmtp` decoder then decodes
-    one token per forward, identical to greedy."""
+    one token per forward, identical to greedy, without calling the heads or the prefix layer."""
     w = world()
     m, tok = w.loaded.model, w.loaded.tokenizer
     heads = load_heads(w.heads["hydra"], m).bind(m)
@@ -153,7 +153,12 @@ def test_root_only_tree_in_the_frontier(dear):
         assert fastest["modeled_tokens_per_s"] > rows[ROOT_ONLY]["modeled_tokens_per_s"]
         assert bank["best"] == fastest["id"] and ROOT_ONLY in bank["order"]
     dec = build_decoder("entmtp", m, tok, heads=w.heads["hydra"], bank=bank, policy="static")
+    calls = []
+    for name in ("prefix_forward", "head_logits"):
+        fn = getattr(dec.heads, name)
+        monkeypatch.setattr(dec.heads, name, lambda *a, _fn=fn, _name=name, **k: calls.append(_name) or _fn(*a, **k))
     got = dec.generate_all(w.prompts, NEW_TOKENS, StopCriteria(), batch_size=2)
+    assert (not calls) == dear and dec.drafting == (not dear)
     expect = build_decoder("greedy", m, tok).generate(w.prompts, NEW_TOKENS, StopCriteria())
     assert [g.tokens for g in got] == [g.tokens for g in expect]
     if dear:

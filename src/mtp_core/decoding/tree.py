@@ -284,7 +284,6 @@ class TreeDecoder(Decoder):
     needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
     needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden (every prompt position, e.g. MTP heads)
     needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
-    needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden after the prefill
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         super().__init__(model, tokenizer, **params)

@@ -21,6 +21,9 @@ THIS step before choosing the tree (the chosen tree reuses those head calls wher
 the first step, and only as deep as the previous tree follows the chain, the score falling back to p0 when the
 feature's depth is missing (which pushes towards the aggressive tree).
 
+An `entmtp` whose every possible tree is the root alone (static, EntMTP* = `include_greedy`'s root-only tree)
+decodes plain greedy steps on the tree core: no head calls, no Hydra prefix layer, no hidden states.
+
 Per row in `extra`: `trees` (the tree id of each verification forward) and `scores` (entmtp's batch score per
 forward; None where the policy did not read one).
 """
@@ -75,7 +78,13 @@ class HeadsTreeDecoder(TreeDecoder):
             raise ValueError(f"{self.name}: heads of arch {self.heads.arch!r}, expected {' or '.join(self.ARCHS)}")
         self.drafter = Drafter(self.heads)
         self.needs_prompt_hidden = self.drafter.needs_prompt_hidden
+        self.drafting = True  # False: every tree this decoder can choose is the root alone
         self._log: dict[str, list[list[Any]]] = {}
+
+    def stop_drafting(self) -> None:
+        """Every step is a plain greedy step: skip the heads, the prefix layer and the hidden states."""
+        self.drafting = False
+        self.needs_hidden = self.needs_prompt_hidden = False
 
     def check_tree(self, tree: BankTree | tuple, what: str) -> None:
         depth = tree.depth if isinstance(tree, BankTree) else tree_depth(tree)
@@ -83,18 +92,23 @@ class HeadsTreeDecoder(TreeDecoder):
             raise ValueError(f"{self.name}: {what} has depth {depth}, the heads predict {self.heads.num_heads} tokens")
 
     def start(self, state: TreeState) -> None:
-        self.drafter.begin(state)
+        if self.drafting:
+            self.drafter.begin(state)
         self._log = {"trees": [[] for _ in state.rows], "scores": [[] for _ in state.rows]}
 
-    def choose(self, state: TreeState, step: MedusaStep | HydraStep) -> tuple[BankTree, float | None]:
+    def choose(self, state: TreeState, step: MedusaStep | HydraStep | None) -> tuple[BankTree, float | None]:
         raise NotImplementedError
 
     def propose(self, state: TreeState) -> Draft:
-        self.drafter.advance(state)
-        step = self.drafter.step(state)
-        tree, value = self.choose(state, step)
-        candidates = step.propose(tree.buffers)
-        self.after_propose(state, step, tree)
+        if self.drafting:
+            self.drafter.advance(state)
+            step = self.drafter.step(state)
+            tree, value = self.choose(state, step)
+            candidates = step.propose(tree.buffers)
+            self.after_propose(state, step, tree)
+        else:
+            tree, value = self.choose(state, None)
+            candidates = state.ctx.root[:, None][:, :0]
         for row in state.rows.tolist():
             self._log["trees"][row].append(tree.id)
             self._log["scores"][row].append(value)
@@ -117,7 +131,7 @@ class StaticTreeDecoder(HeadsTreeDecoder):
         self.tree = BankTree(spec if isinstance(spec, str) else "custom", paths, tree_buffers(paths))
         self.check_tree(self.tree, f"tree {self.tree.id}")
 
-    def choose(self, state: TreeState, step: MedusaStep | HydraStep) -> tuple[BankTree, float | None]:
+    def choose(self, state: TreeState, step: MedusaStep | HydraStep | None) -> tuple[BankTree, float | None]:
         return self.tree, None
 
 
@@ -172,6 +186,8 @@ class EntMTPDecoder(HeadsTreeDecoder):
         if self.signal not in SIGNALS:
             raise ValueError(f"entmtp: signal {self.signal!r} is not one of {', '.join(SIGNALS)}")
         reduce_batch(np.zeros(1), self.reduce)  # checks the name
+        if self.policy.kind == "static" and self.bank[self.policy.static].buffers.num_nodes == 1:
+            self.stop_drafting()
 
     def start(self, state: TreeState) -> None:
         super().start(state)
@@ -190,7 +206,7 @@ class EntMTPDecoder(HeadsTreeDecoder):
             return p0  # the public code's fallback: no head probabilities of that depth from the last step
         return score(self.feature, p0, stale.numpy())
 
-    def choose(self, state: TreeState, step: MedusaStep | HydraStep) -> tuple[BankTree, float | None]:
+    def choose(self, state: TreeState, step: MedusaStep | HydraStep | None) -> tuple[BankTree, float | None]:
         value = None
         if self.policy.needs_score and self.policy.step % self.policy.period == 0:
             value = reduce_batch(self.row_scores(state, step), self.reduce)
