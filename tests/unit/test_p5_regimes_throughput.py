@@ -98,8 +98,16 @@ def test_hull_candidates_and_tau_sweep():
     bank = {"s": ((0,),), "b": ((0,), (0, 0))}
     sweep = tau_sweep(table, prices(), bank, "s", "b", [0.5, 2.0], [1.0], "base_top1_prob")
     # tau 0.5: p0 0.9 > 0.5 at s = 1 -> B, which stays (0.9 > 0.5) at s = 4, 7: 3 scored steps of 4 padded rows,
-    # 2.0 + 0.2 (chain) + 0.05 s each; tau 2: never B, 4 scored steps in S (2 rows padded to 4) of 2.25 s each
+    # 2.0 + 0.2 (chain) + 0.05 s each; tau 2: never B (no score exceeds 1), so no chain either: 4 steps in S
+    # (2 rows padded to 4) of 2.0 + 0.1 s each
     assert [r["tau_on"] for r in sweep] == [0.5, 2.0]
     assert sweep[0]["modeled_tokens_per_s"] == pytest.approx(8 / (1 + 3 * 2.25))
-    assert sweep[1]["modeled_tokens_per_s"] == pytest.approx(8 / (1 + 4 * 2.25))
+    assert sweep[1]["modeled_tokens_per_s"] == pytest.approx(8 / (1 + 4 * 2.1))
+    # a root-only S that the policy never leaves drafts nothing: priced as greedy (one row per token, no drafting)
+    root = {"r": (), "b": bank["b"]}
+    p = prices()
+    p.draft["r"] = p.draft_after_chain["r"] = 0.1
+    never = tau_sweep(table, p, root, "r", "b", [1.0], [1.0], "base_top1_prob")[0]
+    assert never["modeled_speedup_vs_greedy"] == pytest.approx(1.0) and never["share"]["r"] == 1.0
+    assert throughput_row(p, States.of(table), table, "r", ())["modeled_speedup_vs_greedy"] == pytest.approx(1.0)
     assert sweep[1]["share"] == {"s": 1.0, "b": 0.0} and sweep[0]["share"] == {"s": 0.0, "b": 1.0}

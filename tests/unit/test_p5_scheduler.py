@@ -26,6 +26,10 @@ def test_binary_tau_hysteresis_by_hand():
     assert run(every2, SCORES) == "S S B B S S B"  # evaluated at steps 0, 2, 4, 6 only
     with pytest.raises(ValueError, match="tau_off"):
         Policy("binary_tau", ["S", "B"], conservative="S", aggressive="B", tau_on=0.3, tau_off=0.5)
+    # scores are probabilities: τ_on >= 1 never leaves S, and then reads no score
+    never = Policy("binary_tau", ["S", "B"], conservative="S", aggressive="B", tau_on=1.0, tau_off=0.5)
+    assert never.reachable == ["S"] and not never.needs_score and run(never, [None, None]) == "S S"
+    assert p.reachable == ["S", "B"] and p.needs_score
 
 
 def test_ladder_and_static():
@@ -33,6 +37,7 @@ def test_ladder_and_static():
     ladder = Policy("threshold_ladder", ["a", "b", "c"])
     assert run(ladder, [0.2, 0.5, 2 / 3, 0.9]) == "a b c c"
     assert run(Policy("static", ["a", "b"], static="b"), [None, None]) == "b b"
+    assert ladder.reachable == ["a", "b", "c"] and Policy("static", ["a", "b"], static="b").reachable == ["b"]
     with pytest.raises(ValueError, match="not in the bank"):
         Policy("static", ["a"], static="z")
 

@@ -21,8 +21,9 @@ THIS step before choosing the tree (the chosen tree reuses those head calls wher
 the first step, and only as deep as the previous tree follows the chain, the score falling back to p0 when the
 feature's depth is missing (which pushes towards the aggressive tree).
 
-An `entmtp` whose every possible tree is the root alone (static, EntMTP* = `include_greedy`'s root-only tree)
-decodes plain greedy steps on the tree core: no head calls, no Hydra prefix layer, no hidden states.
+An `entmtp` whose every reachable tree is the root alone (`include_greedy`'s root-only tree as EntMTP*, or as S
+under τ_on >= 1) decodes plain greedy steps on the tree core: no head calls, no Hydra prefix layer, no hidden
+states.
 
 Per row in `extra`: `trees` (the tree id of each verification forward) and `scores` (entmtp's batch score per
 forward; None where the policy did not read one).
@@ -186,7 +187,7 @@ class EntMTPDecoder(HeadsTreeDecoder):
         if self.signal not in SIGNALS:
             raise ValueError(f"entmtp: signal {self.signal!r} is not one of {', '.join(SIGNALS)}")
         reduce_batch(np.zeros(1), self.reduce)  # checks the name
-        if self.policy.kind == "static" and self.bank[self.policy.static].buffers.num_nodes == 1:
+        if all(self.bank[t].buffers.num_nodes == 1 for t in self.policy.reachable):
             self.stop_drafting()
 
     def start(self, state: TreeState) -> None:

@@ -15,7 +15,8 @@ degenerate: kept, and said so, so that its runs can be reproduced). In a batch t
 * `static` (EntMTP*): one tree.
 * `binary_tau` (EntMTPτ): a conservative tree S and an aggressive tree B; start in S; in B go to S iff
   score <= τ_off, in S go to B iff score > τ_on (hysteresis; τ_off <= τ_on, equal by default: the paper's
-  "single threshold is the default").
+  "single threshold is the default"). Every feature is a probability (<= 1), so τ_on >= 1 never leaves S: the
+  sweep's "never switch" end, a static S that reads no score (`reachable`).
 * `threshold_ladder` (EntMTP-): bank trees sorted by (nodes, depth, id), thresholds t_1 < .. < t_{n-1}
   (default i / n), tree index min(bisect_right(thresholds, score), n - 1).
 * `policy_period` N: the policy is evaluated at steps 0, N, 2N, .. of a generation and keeps its tree between.
@@ -124,8 +125,17 @@ class Policy:
         self.reset()
 
     @property
+    def reachable(self) -> list[str]:
+        """The trees this policy can choose (binary τ with τ_on >= 1: S alone, as no score exceeds 1)."""
+        if self.kind == "static":
+            return [self.static]
+        if self.kind == "binary_tau":
+            return [self.small] if self.tau_on >= 1.0 else [self.small, self.big]
+        return list(self.trees)
+
+    @property
     def needs_score(self) -> bool:
-        return self.kind != "static"
+        return len(self.reachable) > 1
 
     def reset(self) -> None:
         self.step = 0
@@ -133,7 +143,7 @@ class Policy:
 
     def choose(self, value: float | None) -> str:
         """The tree of this step given the score (ignored by `static` and between policy periods)."""
-        if self.kind != "static" and self.step % self.period == 0:
+        if self.needs_score and self.step % self.period == 0:
             if value is None:
                 raise ValueError(f"{self.kind} needs a score")
             if self.kind == "binary_tau":

@@ -166,13 +166,22 @@ def measure_prefill(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) ->
 
 
 def decode_seconds(
-    prices: StepPrices, trees: Sequence[str], paths: Mapping[str, Paths], accepts: Sequence[int], scored: Sequence[bool]
+    prices: StepPrices,
+    trees: Sequence[str],
+    paths: Mapping[str, Paths],
+    accepts: Sequence[int],
+    scored: Sequence[bool],
+    drafting: bool = True,
 ) -> float:
     """Seconds of one decode's steps: per step the verification of its tree, its drafting (after the score's
-    chain on steps that read a score) and the prefix update of the previous step's accepted rows."""
+    chain on steps that read a score) and the prefix update of the previous step's accepted rows. Without
+    `drafting` (every tree the decoder can reach is the root alone: it skips the heads and the prefix layer)
+    only the verifications."""
     total = 0.0
     for k, (tid, sc) in enumerate(zip(trees, scored)):
         total += prices.verify(len(paths[tid]))
+        if not drafting:
+            continue
         if sc:
             total += prices.chain + prices.draft_after_chain.get(tid, prices.draft[tid])
         else:
@@ -192,7 +201,7 @@ def static_rollout_seconds(
     roll = simulate(states, paths)
     secs = sum(prices.prefill)
     for acc in roll.accepts:
-        secs += decode_seconds(prices, [tid] * len(acc), {tid: paths}, acc.tolist(), [False] * len(acc))
+        secs += decode_seconds(prices, [tid] * len(acc), {tid: paths}, acc.tolist(), [False] * len(acc), bool(paths))
     return secs, roll
 
 
@@ -261,6 +270,7 @@ def policy_rollout(
     step, its accept length, and (with prices) the priced seconds. Exact at temperature 0: the decoder's choices
     follow from the same p0 and chain probabilities."""
     accepts = {tid: accept_all(states, paths) for tid, paths in bank.items()}
+    drafting = any(bank[tid] for tid in policy.reachable)
     depth = feature_depth(feature)
     chain_d = states.codes.shape[1] if depth < 0 else depth
     out_trees, out_acc, secs = [], [], 0.0
@@ -281,7 +291,7 @@ def policy_rollout(
         out_trees.append(trees)
         out_acc.append(accs)
         if prices is not None:
-            secs += prices.prefill[p] + decode_seconds(prices, trees, bank, accs, scored)
+            secs += prices.prefill[p] + decode_seconds(prices, trees, bank, accs, scored, drafting)
     res = {"trees": out_trees, "accepts": out_acc}
     if prices is not None:
         tokens = int(sum(t.n for t in table))
