@@ -185,6 +185,7 @@ def _throughput_panel(ax, thr: dict, title: str) -> None:
         ax.axhline(thr["greedy"]["modeled_tokens_per_s"], color="grey", lw=0.8, ls=":", label="greedy")
         if any(r["n_nodes"] == 0 for r in hull + [best]):  # the root-only tree (include_greedy) sits at 0
             ax.set_xscale("symlog", linthresh=1)
+            ax.set_xlim(left=-0.4)  # no negative decade
         else:
             ax.set_xscale("log")
         ax.set_xlabel("draft nodes")
