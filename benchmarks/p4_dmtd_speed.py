@@ -11,9 +11,12 @@ speed-up modeled from measured layer costs beside the measured one.
 
     .venv/bin/python benchmarks/p4_dmtd_speed.py [--model-dir results/models/p4/main/model]
         [--encoding-layers 0 --decoding-layers 8] [--taus 1 2 3 4] [--batch-sizes 1 4] [--threads 2]
+        [--arch-dir DIR --device cuda --dtype bfloat16]
 
 Without `--model-dir` the packaged SmolLM2-135M (prepared under results/models/base/smollm2-135m, or converted to
-a temporary directory) runs with the split given (E0D8 by default).
+a temporary directory) runs with the split given (E0D8 by default). `--arch-dir`: a folder with a model's
+`config.json` and tokenizer alone (e.g. SmolLM2's, copied to a GPU machine without the weights): its architecture
+with seeded random weights, which this protocol does not depend on.
 """
 
 from __future__ import annotations
@@ -48,17 +51,24 @@ SMOLLM2 = {
 
 
 def load(args: argparse.Namespace):
+    kw = {"device": args.device, "dtype": args.dtype}
+    if args.arch_dir:
+        name = f"{Path(args.arch_dir).name} (random weights, seed 0)"
+        return load_model({**SMOLLM2, "name": name}, checkpoint=args.arch_dir, random_weights=0, **kw)
     if args.model_dir:
-        return load_model({**SMOLLM2, "name": Path(args.model_dir).name}, checkpoint=args.model_dir)
+        return load_model({**SMOLLM2, "name": Path(args.model_dir).name}, checkpoint=args.model_dir, **kw)
     base = REPO / "results/models/base/smollm2-135m"
     if not (base / "config.json").is_file():
         base = prepare_base_model(SMOLLM2, Path(tempfile.mkdtemp()) / "smollm2-135m")
-    return load_model(SMOLLM2, base_dir=base)
+    return load_model(SMOLLM2, base_dir=base, **kw)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir", help="a DMTD checkpoint (its config.dmtd gives the split)")
+    ap.add_argument("--arch-dir", help="config.json and tokenizer only: that architecture with random weights")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--encoding-layers", type=int, default=0)
     ap.add_argument("--decoding-layers", type=int, default=8)
     ap.add_argument("--taus", type=int, nargs="+", default=[1, 2, 3, 4])
@@ -73,15 +83,20 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     loaded = load(args)
     quiet = dataclasses.replace(loaded, eos_ids=(), stop_strings=())
-    given = {} if args.model_dir else {"encoding_layers": args.encoding_layers, "decoding_layers": args.decoding_layers}
+    given = (
+        {}
+        if args.model_dir and not args.arch_dir
+        else {"encoding_layers": args.encoding_layers, "decoding_layers": args.decoding_layers}
+    )
     spec = DMTDSpec.from_model(loaded.model, **given)
     n_layers = loaded.model.config.num_hidden_layers
     prompts = random_prompts(loaded.tokenizer, loaded.model.config.vocab_size, args.prompts, args.prompt_tokens, 0)
     decoders = {"greedy": {}, **{f"dmtd-tau{t}": {"decoder": "dmtd", "tau": t, **given} for t in args.taus}}
-    out = {"model": loaded.name, "split": spec.name, "threads": args.threads, "batches": {}}
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"cpu, {args.threads} threads"
+    out = {"model": loaded.name, "split": spec.name, "device": device, "dtype": args.dtype, "batches": {}}
     print(
-        f"{loaded.name} {spec.name}, {args.prompts} random prompts x {args.prompt_tokens} tokens, "
-        f"{args.new_tokens} new, {args.threads} threads"
+        f"{loaded.name} {spec.name} {args.dtype} on {device}, {args.prompts} random prompts x "
+        f"{args.prompt_tokens} tokens, {args.new_tokens} new"
     )
     for batch in args.batch_sizes:
         load_before = os.getloadavg()[0]

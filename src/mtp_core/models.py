@@ -301,13 +301,17 @@ def load_model(
     checkpoint: str | os.PathLike | None = None,
     device: str | torch.device = "cpu",
     dtype: str | None = None,
+    random_weights: int | None = None,
 ) -> LoadedModel:
     """Load a declared model.
 
     `base_dir` is the prepared checkpoint of a gguf/tiny/finetuned model (`mtp_core.model_plan.model_dir`); `checkpoint`
-    overrides the location entirely (a trained student saved in HF format).
+    overrides the location entirely (a trained student saved in HF format). `random_weights` (a seed): the weights
+    are not read, the location's config gets its architecture's initialisation under that seed, for measurements
+    that depend on the shapes alone (step prices, paper 4's random-prompt speed); the folder then needs only
+    `config.json` and the tokenizer.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     t0 = time.perf_counter()
     if checkpoint is not None:
@@ -316,7 +320,12 @@ def load_model(
         where, kwargs = checkpoint_location(spec, base_dir)
     torch_dtype = DTYPES[dtype or spec.get("dtype", "float32")]
     tok = AutoTokenizer.from_pretrained(where, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs).to(device).eval()
+    if random_weights is None:
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs)
+    else:
+        torch.manual_seed(random_weights)
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(where, **kwargs), dtype=torch_dtype)
+    model = model.to(device).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     if spec.get("system_prompt", "default") == "none":

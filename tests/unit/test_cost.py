@@ -4,8 +4,11 @@ path drafters' depth caps, and a losslessly falling-back guard in every drafting
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
+import torch
 
 from mtp_core.decoding import GenerationResult, StopCriteria, build_decoder
 from mtp_core.decoding.cost import (
@@ -18,8 +21,18 @@ from mtp_core.decoding.cost import (
     layer_forward_steps,
     modeled_steps,
     padded_rows,
+    timed_call,
 )
 from mtp_core.decoding.ngram import union_tree
+
+
+def test_timed_call_waits_for_the_device(monkeypatch):
+    """On CUDA the queued work is finished before the clock starts and the call's own before it stops."""
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
+    assert timed_call(lambda: events.append("call"), "cuda:0") >= 0 and events == ["sync", "call", "sync"]
+    events.clear()
+    assert timed_call(lambda: time.sleep(0.01), "cpu") >= 0.01 and events == []
 
 
 def test_cost_model():

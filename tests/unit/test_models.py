@@ -71,6 +71,22 @@ def test_local_and_hub_sources_load_a_directory(tmp_path):
         load_model(tiny_spec("llama"))  # a tiny model needs its prepared directory
 
 
+def test_random_weights_need_only_the_config_and_tokenizer(tmp_path):
+    """`random_weights`: the architecture with seeded fresh weights, read from a folder without weights."""
+    d = prepare_base_model(tiny_spec("llama"), tmp_path / "ckpt")
+    saved = load_model(tiny_spec("llama"), checkpoint=d).model
+    for f in d.glob("*.safetensors"):
+        f.unlink()
+    a = load_model(tiny_spec("llama"), checkpoint=d, random_weights=1).model  # tiny weights are seed 0's
+    b = load_model(tiny_spec("llama"), checkpoint=d, random_weights=1, dtype="bfloat16").model
+    w = "model.layers.0.mlp.up_proj.weight"
+    assert a.config.to_dict()["num_hidden_layers"] == saved.config.num_hidden_layers
+    assert not torch.equal(a.state_dict()[w], saved.state_dict()[w])
+    assert b.dtype == torch.bfloat16 and torch.equal(a.state_dict()[w].bfloat16(), b.state_dict()[w])
+    with pytest.raises(OSError):
+        load_model(tiny_spec("llama"), checkpoint=d)  # the weights are gone
+
+
 def test_package_file_errors_name_the_package():
     with pytest.raises(FileNotFoundError, match="not installed"):
         package_file("no_such_package_xyz", "model.gguf")

@@ -6,6 +6,8 @@ a GPU a verification forward costs about the same for 1 or 60 rows; on a CPU a 4
 one-row forward and a 31-row one 2.2-3.2x, so a draft pays only when it is accepted often enough.
 
 * `CostModel`: step cost by chunk rows relative to a one-row (greedy) step; calibrated, corrected online.
+* `timed_call`: the seconds of one call, the device synchronised around it (CUDA work is asynchronous: without it
+  a GPU timing measures only the kernels' launches). Every price below and the papers' own are timed through it.
 * `measure_costs`: the calibration (median of interleaved timed verification forwards on the live cache);
   `calibrate_on_prompt` / `modeled_steps`: a benchmark's fixed prices of each step (a timing-noise-free speed);
   with the output head's own prices by rows, `layer_forward_steps` prices forwards that skip layers (paper 4).
@@ -48,6 +50,18 @@ from ..masks.tree import chain_buffers, tree_buffers_from_parents
 from .base import GenerationResult
 from .cache import crop_cache
 from .tree import Draft, TreeContext, verify_tree
+
+
+def timed_call(fn: Callable[[], Any], device: torch.device | str) -> float:
+    """Seconds of `fn()`; on a CUDA device the work queued before is finished first and `fn`'s own at the end."""
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
 
 
 class CostModel:
@@ -147,23 +161,26 @@ def measure_costs(
     """Seconds of one verification forward per chunk rows on the live cache: the median of `reps` interleaved
     timings of each draft (None: a plain one-row step). The cache is restored after each forward."""
     times: dict[int, list[float]] = {r: [] for r in drafts}
+    device = ctx.root.device
     for _ in range(max(1, reps)):
         for rows, d in drafts.items():
             before = ctx.cache.get_seq_length()
             if d is None:
                 d = Draft(chain_buffers(0), ctx.root.new_empty(ctx.batch_size, 0))
-            t0 = time.perf_counter()
-            verify_tree(
-                model,
-                ctx,
-                d.buffers,
-                d.candidates,
-                extra_parents=d.extra_parents,
-                extra_embeds=d.extra_embeds,
-                pad_small_chunks=pad_small_chunks,
-                commit=False,
-            )
-            times[rows].append(time.perf_counter() - t0)
+
+            def verify(d: Draft = d) -> None:
+                verify_tree(
+                    model,
+                    ctx,
+                    d.buffers,
+                    d.candidates,
+                    extra_parents=d.extra_parents,
+                    extra_embeds=d.extra_embeds,
+                    pad_small_chunks=pad_small_chunks,
+                    commit=False,
+                )
+
+            times[rows].append(timed_call(verify, device))
             crop_cache(ctx.cache, ctx.cache.get_seq_length() - before)
     return {r: statistics.median(t) for r, t in times.items()}
 
@@ -206,9 +223,7 @@ def measure_head_costs(model: torch.nn.Module, rows: Sequence[int], reps: int) -
     times: dict[int, list[float]] = {r: [] for r in rows}
     for _ in range(max(1, reps)):
         for r, h in hidden.items():
-            t0 = time.perf_counter()
-            L.head(model, h)
-            times[r].append(time.perf_counter() - t0)
+            times[r].append(timed_call(lambda h=h: L.head(model, h), p.device))
     return {r: statistics.median(t) for r, t in times.items()}
 
 

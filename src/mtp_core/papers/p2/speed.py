@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ from transformers import DynamicCache
 
 from ...decode_run import decode_prompt_set
 from ...decoding.cache import crop_cache
-from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows
+from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows, timed_call
 from ...heads import load_heads
 from ...heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from ...io import atomic_write_json, read_jsonl
@@ -55,10 +54,12 @@ def head_costs(
             mask = chunk_mask(
                 torch.ones(1, n - 1, dtype=torch.bool, device=dev), torch.ones(1, r, dtype=torch.bool, device=dev)
             )
-            t0 = time.perf_counter()
-            y = heads.depth_forward(model, 1, x, tok, p, mask, cache)
-            model.lm_head(y[:, -1]).argmax(-1)
-            times[r].append(time.perf_counter() - t0)
+
+            def step(x=x, tok=tok, p=p, mask=mask) -> None:
+                y = heads.depth_forward(model, 1, x, tok, p, mask, cache)
+                model.lm_head(y[:, -1]).argmax(-1)
+
+            times[r].append(timed_call(step, dev))
             crop_cache(cache, r)
     return {r: statistics.median(t) for r, t in times.items()}
 

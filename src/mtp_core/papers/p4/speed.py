@@ -17,7 +17,6 @@ layer costs beside the measured one.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ import torch
 from ... import layers as L
 from ...bench import BenchPrompt
 from ...decoding.batch import left_pad, positions_from_mask
+from ...decoding.cost import timed_call
 from .cyclic import plt
 from .split import DMTDSpec, combine
 
@@ -104,9 +104,7 @@ def measure_layer_costs(
     times: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(max(1, reps)):
         for name, fn in steps.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(timed_call(fn, device))
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "batch_size": len(prompts),

@@ -21,7 +21,6 @@ calibration prompts, prefill included (the paper's protocol); greedy is priced a
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -30,7 +29,7 @@ import numpy as np
 import torch
 
 from ...decoding.cache import crop_cache
-from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows
+from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows, timed_call
 from ...heads import DraftHeads
 from ...heads.hydra import HydraHeads
 from ...masks.tree import tree_buffers
@@ -80,13 +79,8 @@ class StepPrices:
         return cls(**{**d, "advance": {int(k): float(v) for k, v in (d.get("advance") or {}).items()}})
 
 
-def _median_time(fn, reps: int) -> float:
-    times = []
-    for _ in range(max(1, reps)):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _median_time(fn, reps: int, device: torch.device) -> float:
+    return statistics.median(timed_call(fn, device) for _ in range(max(1, reps)))
 
 
 def measure_verify(model: torch.nn.Module, prompt: Sequence[int], max_rows: int = 64, reps: int = 5) -> StepPrices:
@@ -129,25 +123,23 @@ def measure_drafting(
                     heads.prefix_forward(h_all[:, -m:], pos[:, -m:] + m, mask, cache)
                     crop_cache(cache, m)
 
-                prices.advance[m] = _median_time(advance, reps)
+                prices.advance[m] = _median_time(advance, reps, dev)
     else:
 
         def new_step() -> HydraStep | MedusaStep:
             return MedusaStep(heads, h_all[:, -1])
 
     if chain_depth:
-        prices.chain = _median_time(lambda: new_step().chain(chain_depth), reps)
+        prices.chain = _median_time(lambda: new_step().chain(chain_depth), reps, dev)
     for tid, paths in trees.items():
         buffers = tree_buffers(paths)
-        prices.draft[tid] = _median_time(lambda b=buffers: new_step().propose(b), reps)
+        prices.draft[tid] = _median_time(lambda b=buffers: new_step().propose(b), reps, dev)
         if chain_depth:
             times = []
             for _ in range(max(1, reps)):
                 s = new_step()
                 s.chain(chain_depth)
-                t0 = time.perf_counter()
-                s.propose(buffers)
-                times.append(time.perf_counter() - t0)
+                times.append(timed_call(lambda s=s, b=buffers: s.propose(b), dev))
             prices.draft_after_chain[tid] = statistics.median(times)
 
 
@@ -158,7 +150,7 @@ def measure_prefill(model: torch.nn.Module, prompts: Sequence[Sequence[int]]) ->
     out = []
     for p in prompts:
         x = torch.tensor([list(p)], device=dev)
-        out.append(_median_time(lambda x=x: model(input_ids=x, logits_to_keep=1), 1))
+        out.append(_median_time(lambda x=x: model(input_ids=x, logits_to_keep=1), 1, dev))
     return out
 
 
