@@ -4,8 +4,9 @@ Every result records tokens per forward, forward passes, tokens/s (per-batch med
 vs the job's greedy and `identical_fraction` (prompts equal to greedy's tokens). Optionally (the leaderboard):
 the modeled speedup (each decoder's forwards priced by a cost table measured on the job's first prompt,
 `decoding.cost`: forwards of 1, 2, 3, 4, 8, ..., 64 rows as run, unpadded, and the output head alone on as many
-rows, so that a decoder which skips layers, paper 4's, is priced by the layers it runs), and, for prompt sets whose rows all carry a reference `answer` (the math set), task accuracy
-with its standard error (`evaluate.answers`: the `synthetic_math_cot` task's extraction and exact match).
+rows, so that a decoder which skips layers, paper 4's, is priced by the layers it runs), and, for prompt sets
+whose rows all carry a reference `answer` (the math set), task accuracy with its standard error
+(`evaluate.answers`: the `synthetic_math_cot` task's extraction and exact match).
 """
 
 from __future__ import annotations
