@@ -6,8 +6,9 @@ trees it priced (`throughput.json`, the published default among them) say how ma
 step. The price side is this machine's: verification forwards by rows, Hydra++ drafting of every tree (its head
 calls after the score's chain too), the prefix layer's update and each prompt's prefill, timed with the same
 functions the pipeline uses (`papers.p5.throughput`), on the trunk's architecture with seeded random weights and
-fresh heads of the run's heads config (prices depend on shapes, not on weights). Modeled tok/s per tree, EntMTP*
-(the fastest) and the default tree, as `papers.p5.stages.task_frontier` computes them.
+fresh heads of the run's heads config (prices depend on shapes, not on weights). Modeled tok/s per tree (as
+`papers.p5.throughput.throughput_row` prices them), the fastest searched tree (EntMTP* without the root-only
+candidate) and the default tree.
 
     .venv/bin/python benchmarks/p5_frontier_prices.py --arch-dir DIR --analysis results/analysis/p5/hydra
         --heads-json results/models/p5/heads/hydra/heads/heads.json [--device cuda --dtype bfloat16]
@@ -38,6 +39,7 @@ from mtp_core.heads.hydra import HydraHeads  # noqa: E402
 from mtp_core.models import load_model  # noqa: E402
 from mtp_core.papers.p5.bank import ROOT_ONLY, canonical  # noqa: E402
 from mtp_core.papers.p5.calibration import read_table  # noqa: E402
+from mtp_core.papers.p5.decoders import DEFAULT_TREE  # noqa: E402
 from mtp_core.papers.p5.frontier import States  # noqa: E402
 from mtp_core.papers.p5.scheduler import feature_depth  # noqa: E402
 from mtp_core.papers.p5.throughput import (  # noqa: E402
@@ -47,8 +49,6 @@ from mtp_core.papers.p5.throughput import (  # noqa: E402
     measure_verify,
     throughput_row,
 )
-
-DEFAULT_TREE = "mc_sim_7b_63"
 
 
 def random_ids(n: int, vocab: int, rng: np.random.Generator) -> list[int]:
@@ -95,6 +95,8 @@ def main() -> None:
             states = States.of(table)
             rows = [throughput_row(prices, states, table, tid, paths) for tid, paths in trees.items()]
             searched = [r for r in rows if r["id"] not in (ROOT_ONLY, DEFAULT_TREE)]
+            if not searched:
+                raise SystemExit(f"{task}: throughput.json prices no searched tree")
             best = max(searched, key=lambda r: (r["modeled_tokens_per_s"], -r["n_nodes"]))
             default = next((r for r in rows if r["id"] == DEFAULT_TREE), None)
             greedy = sum(t.n for t in table) / greedy_seconds(prices, table)

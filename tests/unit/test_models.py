@@ -79,10 +79,12 @@ def test_random_weights_need_only_the_config_and_tokenizer(tmp_path):
         f.unlink()
     a = load_model(tiny_spec("llama"), checkpoint=d, random_weights=1).model  # tiny weights are seed 0's
     b = load_model(tiny_spec("llama"), checkpoint=d, random_weights=1, dtype="bfloat16").model
+    again = load_model(tiny_spec("llama"), checkpoint=d, random_weights=1).model
     w = "model.layers.0.mlp.up_proj.weight"
     assert a.config.to_dict()["num_hidden_layers"] == saved.config.num_hidden_layers
     assert not torch.equal(a.state_dict()[w], saved.state_dict()[w])
     assert b.dtype == torch.bfloat16 and torch.equal(a.state_dict()[w].bfloat16(), b.state_dict()[w])
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), again.state_dict().values()))
     with pytest.raises(OSError):
         load_model(tiny_spec("llama"), checkpoint=d)  # the weights are gone
 

@@ -30,6 +30,8 @@ def test_binary_tau_hysteresis_by_hand():
     never = Policy("binary_tau", ["S", "B"], conservative="S", aggressive="B", tau_on=1.0, tau_off=0.5)
     assert never.reachable == ["S"] and not never.needs_score and run(never, [None, None]) == "S S"
     assert p.reachable == ["S", "B"] and p.needs_score
+    same = Policy("binary_tau", ["S"], conservative="S", aggressive="S", tau_on=0.5, tau_off=0.5)
+    assert same.reachable == ["S"] and not same.needs_score  # S = B (a one-tree hull): nothing to choose
 
 
 def test_ladder_and_static():

@@ -162,7 +162,7 @@ def test_root_only_tree_in_the_frontier(dear, monkeypatch):
     never = build_decoder("entmtp", m, tok, heads=w.heads["hydra"], bank=bank, policy="binary_tau", tau=1.0)
     calls.clear()  # EntMTPτ at τ 1 stays on S, the root-only tree: greedy steps, no head or prefix calls
     assert [g.tokens for g in never.generate_all(w.prompts, NEW_TOKENS, StopCriteria())] == [g.tokens for g in got]
-    assert not calls and not never.drafting
+    assert never.heads is dec.heads and not calls and not never.drafting
     expect = build_decoder("greedy", m, tok).generate(w.prompts, NEW_TOKENS, StopCriteria())
     assert [g.tokens for g in got] == [g.tokens for g in expect]
     if dear:

@@ -124,7 +124,10 @@ class CostModel:
         return float(np.interp(rows, self.rows, self.head)) / self.one
 
     def body_cost(self, rows: int) -> float:
-        """Every decoder layer on `rows` rows, the head excluded, in one-row steps (table prices; needs `head`)."""
+        """A forward of `rows` rows without its output head, in one-row steps (table prices; needs `head`): the
+        decoder layers, and with them the embedding and the per-forward bookkeeping, which `layer_forward_steps`
+        scales with the layers as if they were layer work (an approximation: it under-prices a short forward's
+        fixed cost)."""
         return float(np.interp(rows, self.rows, self.cost)) / self.one - self.head_cost(rows)
 
     def as_dict(self) -> dict[str, Any]:
@@ -237,8 +240,9 @@ def calibrate_on_prompt(
     head: bool = False,
 ) -> CostModel:
     """A fixed cost model measured on the KV cache of `prompt` (one prefill, then `measure_costs` of tree chunks
-    of `rows` rows, default `calibration_rows(max_rows)`): what a benchmark prices each decoder's steps with.
-    `head`: also time the output head on as many rows (`measure_head_costs`), for `layer_forward_steps`."""
+    of `rows` rows, default `calibration_rows(max_rows)`; `max_rows` is unused when `rows` is given): what a
+    benchmark prices each decoder's steps with. `head`: also time the output head on the rows each chunk really
+    runs (padded like it; `measure_head_costs`), for `layer_forward_steps`."""
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt)], device=device)
     rows = sorted(set(rows)) if rows is not None else calibration_rows(max_rows)
@@ -249,8 +253,12 @@ def calibrate_on_prompt(
         ctx = TreeContext(cache, torch.ones_like(ids, dtype=torch.bool), nxt, pos)
         drafts = {r: dummy_draft(ctx, r) for r in rows}
         table = measure_costs(model, ctx, drafts, reps, pad_small_chunks)
-        heads = measure_head_costs(model, rows, reps) if head else None
-    return CostModel(table, online=False, head=heads)
+        head_costs = None
+        if head:
+            ran = {r: padded_rows(r, pad_small_chunks) for r in rows}
+            timed = measure_head_costs(model, sorted(set(ran.values())), reps)
+            head_costs = {r: timed[ran[r]] for r in rows}
+    return CostModel(table, online=False, head=head_costs)
 
 
 def modeled_steps(chunk_rows: Sequence[int], cost: CostModel) -> float:

@@ -187,7 +187,7 @@ class EntMTPDecoder(HeadsTreeDecoder):
         if self.signal not in SIGNALS:
             raise ValueError(f"entmtp: signal {self.signal!r} is not one of {', '.join(SIGNALS)}")
         reduce_batch(np.zeros(1), self.reduce)  # checks the name
-        if all(self.bank[t].buffers.num_nodes == 1 for t in self.policy.reachable):
+        if not any(self.bank[t].paths for t in self.policy.reachable):
             self.stop_drafting()
 
     def start(self, state: TreeState) -> None:

@@ -130,7 +130,7 @@ class Policy:
         if self.kind == "static":
             return [self.static]
         if self.kind == "binary_tau":
-            return [self.small] if self.tau_on >= 1.0 else [self.small, self.big]
+            return [self.small] if self.tau_on >= 1.0 else list(dict.fromkeys([self.small, self.big]))
         return list(self.trees)
 
     @property

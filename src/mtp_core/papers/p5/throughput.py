@@ -193,7 +193,9 @@ def static_rollout_seconds(
     roll = simulate(states, paths)
     secs = sum(prices.prefill)
     for acc in roll.accepts:
-        secs += decode_seconds(prices, [tid] * len(acc), {tid: paths}, acc.tolist(), [False] * len(acc), bool(paths))
+        secs += decode_seconds(
+            prices, [tid] * len(acc), {tid: paths}, acc.tolist(), [False] * len(acc), drafting=bool(paths)
+        )
     return secs, roll
 
 
@@ -283,7 +285,7 @@ def policy_rollout(
         out_trees.append(trees)
         out_acc.append(accs)
         if prices is not None:
-            secs += prices.prefill[p] + decode_seconds(prices, trees, bank, accs, scored, drafting)
+            secs += prices.prefill[p] + decode_seconds(prices, trees, bank, accs, scored, drafting=drafting)
     res = {"trees": out_trees, "accepts": out_acc}
     if prices is not None:
         tokens = int(sum(t.n for t in table))
