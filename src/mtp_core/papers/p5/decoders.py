@@ -209,7 +209,7 @@ class EntMTPDecoder(HeadsTreeDecoder):
 
     def choose(self, state: TreeState, step: MedusaStep | HydraStep | None) -> tuple[BankTree, float | None]:
         value = None
-        if self.policy.needs_score and self.policy.step % self.policy.period == 0:
+        if self.policy.scores_now:
             value = reduce_batch(self.row_scores(state, step), self.reduce)
         return self.bank[self.policy.choose(value)], value
 

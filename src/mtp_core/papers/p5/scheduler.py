@@ -137,13 +137,18 @@ class Policy:
     def needs_score(self) -> bool:
         return len(self.reachable) > 1
 
+    @property
+    def scores_now(self) -> bool:
+        """Whether this step's `choose` reads a score (a policy that can switch, at a step of its period)."""
+        return self.needs_score and self.step % self.period == 0
+
     def reset(self) -> None:
         self.step = 0
         self.current = {"static": self.static, "binary_tau": self.small, "threshold_ladder": self.trees[0]}[self.kind]
 
     def choose(self, value: float | None) -> str:
         """The tree of this step given the score (ignored by `static` and between policy periods)."""
-        if self.needs_score and self.step % self.period == 0:
+        if self.scores_now:
             if value is None:
                 raise ValueError(f"{self.kind} needs a score")
             if self.kind == "binary_tau":

@@ -274,7 +274,7 @@ def policy_rollout(
         trees, accs, scored = [], [], []
         i = 0
         while i < n - 1:
-            evaluate = policy.needs_score and policy.step % policy.period == 0
+            evaluate = policy.scores_now
             value = float(score(feature, t.p0[i], t.chain[i, :chain_d])) if evaluate else None
             tid = policy.choose(value)
             a = int(accepts[tid][s0 + i])
