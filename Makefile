@@ -3,12 +3,14 @@
 # `make test` runs pytest inside tests/slurm/with_cluster.sh: as root on Debian it installs (when missing) and
 # starts a single-node Slurm in the background for the `slurm` tests, which run last, and stops it afterwards;
 # elsewhere those tests skip with the reason (MTP_SLURM=off skips them on purpose). `make test-slurm` runs only
-# the Slurm tests (cluster started first).
+# the Slurm tests (cluster started first). `make test` spreads the suite over PYTEST_WORKERS pytest-xdist workers:
+# the shared tiny-scale `all` runs on one while the other takes the rest (tests/conftest.py groups the tests).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= all
+PYTEST_WORKERS ?= 2
 # The embedded and tiny scales never touch the Hugging Face hub.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
@@ -33,7 +35,7 @@ run: venv
 	$(OFFLINE) $(BIN)/snakemake --cores 1 --report results/report.html all
 
 test: venv
-	$(OFFLINE) $(SLURM_STAGE) --background $(BIN)/pytest
+	$(OFFLINE) $(SLURM_STAGE) --background $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test-slurm: venv
 	$(OFFLINE) $(SLURM_STAGE) $(BIN)/pytest -m slurm tests/slurm

@@ -18,6 +18,29 @@ os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, os.environ.get(
 torch.set_num_threads(1)
 
 
+def _group(item: pytest.Item) -> str:
+    """The unit of work of one pytest-xdist worker (`make test`: `-n 2 --dist loadgroup`): the tests of the
+    shared tiny-scale `all` run together (its session fixture runs once), so do those of the shared dry runs
+    (`dry_run`), the Slurm tests (one cluster) and every other module's tests (their module and session fixtures
+    run once)."""
+    for shared in ("tiny_run", "dry_run"):
+        if shared in item.fixturenames:
+            return shared
+    if item.get_closest_marker("slurm"):
+        return "slurm"
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    """The tiny-scale `all` first (its ~10 min on one worker while the other takes the rest), the Slurm tests last
+    (under `make test` the cluster starts in the background meanwhile); the order is kept otherwise."""
+    rank = {"tiny_run": 0, "slurm": 2}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    items.sort(key=lambda item: rank.get(_group(item), 1))
+
+
 @pytest.fixture
 def one_thread():
     """One intra-op thread during the test, restored after it (code under test may set the thread count)."""

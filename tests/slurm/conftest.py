@@ -30,11 +30,6 @@ def run(*cmd: str, timeout: float = 60, check: bool = True) -> subprocess.Comple
     return proc
 
 
-def pytest_collection_modifyitems(config, items):
-    """Run the Slurm tests last: under `make test` the cluster starts in the background meanwhile."""
-    items.sort(key=lambda item: item.get_closest_marker("slurm") is not None)  # stable: order kept otherwise
-
-
 def _wait_for_background_start() -> str | None:
     """The reason the background start of tests/slurm/with_cluster.sh --background failed, once it has ended."""
     status = os.environ.get("MTP_SLURM_START_STATUS")

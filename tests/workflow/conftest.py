@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,30 @@ def tiny_run(tmp_path_factory) -> Path:
     (work / "all_wall_s.txt").write_text(f"{time.perf_counter() - t0:.1f}\n")
     snakemake(work, "all", "--cores", "1", "--report", "results/report.html", "--configfile", "tiny.yaml")
     return work
+
+
+def paper_targets() -> list[str]:
+    """Every table and figure of papers 2-5 (in `all` or one command away), by their plans."""
+    from mtp_core.papers.p2 import experiments as p2_exp
+    from mtp_core.papers.p3 import plan as p3_plan
+    from mtp_core.papers.p4 import plan as p4_plan
+    from mtp_core.papers.p5 import plan as p5_plan
+
+    return [f for p in (p2_exp, p3_plan, p4_plan, p5_plan) for n in (*p.TABLES, *p.FIGURES) for f in p.target_files(n)]
+
+
+@pytest.fixture(scope="session")
+def dry_run(tmp_path_factory) -> Callable[[str, str], str]:
+    """`dry_run(config, what)`: the output of `snakemake -n` of `all` (what="all") or of every table and figure of
+    papers 2-5 (what="papers") at the scale of `config` (relative to the repository), once per session: each
+    planning is ~10 s, and the tests of several modules read the same one."""
+    outputs: dict[tuple[str, str], str] = {}
+
+    def plan(config: str, what: str) -> str:
+        if (config, what) not in outputs:
+            targets = {"all": ["all"], "papers": paper_targets()}[what]
+            proc = snakemake(tmp_path_factory.mktemp("dry-run"), *targets, "-n", "--configfile", str(REPO / config))
+            outputs[config, what] = proc.stdout + proc.stderr
+        return outputs[config, what]
+
+    return plan

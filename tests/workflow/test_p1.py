@@ -13,7 +13,7 @@ import pytest
 from mtp_core.papers.p1 import plan as p1_plan
 from mtp_core.validation import load_config
 
-from ..conftest import REPO
+from ..conftest import REPO, job_counts
 from .conftest import assert_bad_tiny_config_stops, snakemake
 
 TASK = "synthetic_math_cot"
@@ -130,14 +130,8 @@ def test_run_targets_and_resume(tiny_run, tmp_path):
         ("config/paper.yaml", {"p1_train": 8, "chat_rows": 2}),  # chat rows: Magpie (p1), AM-Thinking (p4)
     ],
 )
-def test_dry_run_dag(config, scale_jobs, tmp_path):
-    proc = snakemake(tmp_path, "all", "-n", "--configfile", str(REPO / config))
-    out = proc.stdout + proc.stderr
-    counts = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
+def test_dry_run_dag(config, scale_jobs, dry_run):
+    counts = job_counts(dry_run(config, "all"))
     for rule, n in scale_jobs.items():
         assert counts.get(rule) == n, (rule, counts)
     cfg = load_config(REPO / config)

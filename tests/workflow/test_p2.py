@@ -10,14 +10,11 @@ import json
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p2 import experiments as p2_exp
 from mtp_core.papers.p2 import plan as p2_plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
-from .conftest import assert_bad_tiny_config_stops, snakemake
-
-ALL_P2 = [f for name in (*p2_exp.TABLES, *p2_exp.FIGURES) for f in p2_exp.target_files(name)]
+from .conftest import assert_bad_tiny_config_stops
 
 
 def test_p2_part_of_all(tiny_run):
@@ -60,10 +57,9 @@ def test_leaderboard_has_the_mtp_rows(tiny_run):
     assert set(rows["label"]) == {"p2-mtp_k1-h1", "p2-mtpd_k4-h4"}
 
 
-def test_dry_run_of_every_p2_target(tmp_path):
+def test_dry_run_of_every_p2_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
-    proc = snakemake(tmp_path, *ALL_P2, "-n", "--configfile", str(REPO / "config/tiny.yaml"))
-    counts = job_counts(proc.stdout + proc.stderr)
+    counts = job_counts(dry_run("config/tiny.yaml", "papers"))
     assert counts["p2_train"] == len(p2_plan.run_names(cfg)) == 15
     assert counts["p2_acceptance"] == 15 and counts["p2_table"] == 8 and counts["p2_figure"] == 11
     assert counts["p2_reference"] == 1 + 10  # the base model and every run that trained its trunk
@@ -72,9 +68,8 @@ def test_dry_run_of_every_p2_target(tmp_path):
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml"])
-def test_embedded_and_paper_dags(tmp_path, config):
-    proc = snakemake(tmp_path, *ALL_P2, "-n", "--configfile", str(REPO / config))
-    counts = job_counts(proc.stdout + proc.stderr)
+def test_embedded_and_paper_dags(dry_run, config):
+    counts = job_counts(dry_run(config, "papers"))
     assert counts["p2_table"] == 8 and counts["p2_figure"] == 11 and counts["p2_train"] >= 4
 
 

@@ -17,7 +17,6 @@ from ..conftest import REPO, job_counts
 from .conftest import assert_bad_tiny_config_stops, snakemake
 
 TARGETS = ["results/tables/p3/table1.csv", "results/figures/p3/fig2.png"]
-ALL_P3 = [f for name in (*p3_plan.TABLES, *p3_plan.FIGURES) for f in p3_plan.target_files(name)]
 
 
 @pytest.fixture(scope="session")
@@ -29,10 +28,9 @@ def p3_run(tmp_path_factory):
     return work
 
 
-def test_dry_run_of_every_p3_target(tmp_path):
+def test_dry_run_of_every_p3_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
-    proc = snakemake(tmp_path, *ALL_P3, "-n", "--configfile", str(REPO / "config/tiny.yaml"))
-    counts = job_counts(proc.stdout + proc.stderr)
+    counts = job_counts(dry_run("config/tiny.yaml", "papers"))
     assert counts["p3_decode"] == len(p3_plan.decode_jobs(cfg)) == 8
     assert counts["p3_table"] == 4 and counts["p3_category_figure"] == 2
     assert counts["p3_alignment"] == 1 and counts["p3_alignment_figure"] == 1
@@ -68,10 +66,9 @@ def test_fig2_analysis(p3_run):
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml"])
-def test_dry_run_dag_other_scales(config, tmp_path):
+def test_dry_run_dag_other_scales(config, dry_run):
     cfg = load_config(REPO / config)
-    proc = snakemake(tmp_path, *ALL_P3, "-n", "--configfile", str(REPO / config))
-    counts = job_counts(proc.stdout + proc.stderr)
+    counts = job_counts(dry_run(config, "papers"))
     jobs = p3_plan.decode_jobs(cfg)
     assert counts["p3_decode"] == len(jobs)
     assert counts["p3_table"] == 4

@@ -13,9 +13,7 @@ from mtp_core.papers.p4 import plan as p4_plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
-from .conftest import assert_bad_tiny_config_stops, snakemake
-
-ALL_P4 = [f for name in (*p4_plan.TABLES, *p4_plan.FIGURES) for f in p4_plan.target_files(name)]
+from .conftest import assert_bad_tiny_config_stops
 
 
 def test_tables_and_figures_in_all(tiny_run):
@@ -55,10 +53,9 @@ def test_result_files(tiny_run):
     assert model["dmtd"] == {"encoding_layers": 0, "decoding_layers": 1, "combine": "add", "cycle": 3, "version": 1}
 
 
-def test_dry_run_of_every_p4_target(tmp_path):
+def test_dry_run_of_every_p4_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
-    proc = snakemake(tmp_path, *ALL_P4, "-n", "--configfile", str(REPO / "config/tiny.yaml"))
-    counts = job_counts(proc.stdout + proc.stderr)
+    counts = job_counts(dry_run("config/tiny.yaml", "papers"))
     assert counts["p4_train"] == len(p4_plan.run_names(cfg)) == 3
     jobs = sum(len(t) for t in p4_plan.label_taus(cfg).values())  # one per (label, τ), one per start model
     assert counts["p4_evaluate"] == jobs == 5 and counts["p4_vanilla"] == 1
@@ -66,12 +63,11 @@ def test_dry_run_of_every_p4_target(tmp_path):
 
 
 @pytest.mark.parametrize(("config", "trainings", "choices"), [("config.yaml", 1, 1), ("config/paper.yaml", 14, 0)])
-def test_dry_run_dag_other_scales(config, trainings, choices, tmp_path):
-    proc = snakemake(tmp_path, "all", "-n", "--configfile", str(REPO / config))
-    counts = job_counts(proc.stdout + proc.stderr)
+def test_dry_run_dag_other_scales(config, trainings, choices, dry_run):
+    counts = job_counts(dry_run(config, "all"))
     assert counts["p4_train"] == trainings and counts["p4_speed"] == 1 and counts.get("p4_select_tau", 0) == choices
-    proc = snakemake(tmp_path, "results/tables/p4/table1.csv", "-n", "--configfile", str(REPO / config))
-    assert "p4_train" in proc.stdout + proc.stderr
+    every = job_counts(dry_run(config, "papers"))  # Table 1 (not in `all`) and Table 2 are one command away
+    assert every["p4_train"] == len(p4_plan.run_names(load_config(REPO / config)))
 
 
 def test_bad_p4_config_stops_before_any_job(tmp_path):

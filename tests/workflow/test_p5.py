@@ -14,9 +14,8 @@ from mtp_core.papers.p5 import plan as p5_plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
-from .conftest import assert_bad_tiny_config_stops, snakemake
+from .conftest import assert_bad_tiny_config_stops
 
-ALL_P5 = [f for name in (*p5_plan.TABLES, *p5_plan.FIGURES) for f in p5_plan.target_files(name)]
 JOBS = {
     "p5_split": 1,
     "p5_selfdistill": 1,
@@ -28,9 +27,8 @@ JOBS = {
 }
 
 
-def test_dry_run_of_every_p5_target(tmp_path):
-    proc = snakemake(tmp_path, *ALL_P5, "-n", "--configfile", str(REPO / "config/tiny.yaml"))
-    counts = job_counts(proc.stdout + proc.stderr)
+def test_dry_run_of_every_p5_target(dry_run):
+    counts = job_counts(dry_run("config/tiny.yaml", "papers"))
     assert {k: counts.get(k) for k in JOBS} == JOBS
 
 
@@ -92,10 +90,9 @@ def test_heads_training_record_and_disjoint_splits(tiny_run):
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml"])
-def test_dry_run_dag_other_scales(config, tmp_path):
+def test_dry_run_dag_other_scales(config, dry_run):
     cfg = load_config(REPO / config)
-    proc = snakemake(tmp_path, *ALL_P5, "-n", "--configfile", str(REPO / config))
-    counts = job_counts(proc.stdout + proc.stderr)
+    counts = job_counts(dry_run(config, "papers"))
     assert counts["p5_frontier"] == len(p5_plan.search_heads(cfg)) == 1
     assert counts["p5_decode"] == 3 and counts["p5_table"] == 2
     trained = len(p5_plan.trained_heads(cfg))

@@ -65,9 +65,8 @@ def test_bad_config_stops_before_any_job(tiny_run, tmp_path):
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml"])
-def test_dry_run(config, tmp_path):
-    proc = snakemake(tmp_path, "all", "-n", "--configfile", str(REPO / config))
-    out = proc.stdout + proc.stderr
+def test_dry_run(config, dry_run):
+    out = dry_run(config, "all")
     assert "decoding_table" in out and "evaluation_table" in out
 
 

@@ -169,7 +169,7 @@ def measure_costs(
         for rows, d in drafts.items():
             before = ctx.cache.get_seq_length()
             if d is None:
-                d = Draft(chain_buffers(0), ctx.root.new_empty(ctx.batch_size, 0))
+                d = Draft.empty(ctx.batch_size, device)
 
             def verify(d: Draft = d) -> None:
                 verify_tree(

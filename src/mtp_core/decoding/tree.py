@@ -50,7 +50,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from ..masks.tree import TreeBuffers, ancestor_mask, chain_buffers, chunk_attention_mask
+from ..masks.tree import TreeBuffers, ancestor_mask, chunk_attention_mask
 from .base import Decoder, GenerationResult, StopCriteria
 from .batch import prepare_batch
 from .cache import crop_cache
@@ -404,7 +404,7 @@ class TreeDecoder(Decoder):
                 state.select(torch.tensor(keep))
             draft = self.propose(state)
             if draft is None:
-                draft = Draft(chain_buffers(0), torch.empty(ctx.batch_size, 0, dtype=torch.long, device=device))
+                draft = Draft.empty(ctx.batch_size, device)
             res = verify_tree(
                 self.model,
                 ctx,

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from ..masks.tree import TreeBuffers
+from ..masks.tree import TreeBuffers, chain_buffers
 from .cache import select_rows
 
 
@@ -83,6 +83,11 @@ class Draft:
     extra_parents: torch.Tensor | None = None  # [E] long, see the module docstring
     extra_embeds: torch.Tensor | None = None  # [B, E, H]
     allowed: torch.Tensor | None = None  # [N] bool: nodes that may be accepted (None: all; see `verify_tree`)
+
+    @classmethod
+    def empty(cls, batch: int, device: torch.device | str) -> Draft:
+        """The draft of a plain greedy step: the root alone, no candidates."""
+        return cls(chain_buffers(0), torch.empty(batch, 0, dtype=torch.long, device=device))
 
 
 @dataclass

@@ -74,7 +74,7 @@ import torch
 from ...decoding.base import register_decoder
 from ...decoding.cost import GUARD_PARAMS, ShrunkRates, WallClockGuard, measure_costs
 from ...decoding.tree import Draft, TreeDecoder, TreeState
-from ...masks.tree import TreeBuffers, chain_buffers
+from ...masks.tree import TreeBuffers
 from .draft_trees import (
     EXPANSIONS,
     ProbeCandidates,
@@ -433,7 +433,8 @@ class ProbingDecoder(TreeDecoder):
 
         device = root.device
         if probe is None:
-            buffers, cand = chain_buffers(0), root.new_empty(root.shape[0], 0)
+            empty = Draft.empty(root.shape[0], root.device)
+            buffers, cand = empty.buffers, empty.candidates
         elif state.last is None and n_nodes != 0:  # §3.3 (App. D): the prefill's draft is the Top-1 chain
             counts = (1,) * min(self.m, cap)
             buffers, cand = top1_buffers(counts), top1_candidate_tokens(cands, counts)

@@ -105,15 +105,15 @@ class HeadsTreeDecoder(TreeDecoder):
             self.drafter.advance(state)
             step = self.drafter.step(state)
             tree, value = self.choose(state, step)
-            candidates = step.propose(tree.buffers)
+            draft = Draft(tree.buffers, step.propose(tree.buffers))
             self.after_propose(state, step, tree)
-        else:
+        else:  # every reachable tree is the root alone
             tree, value = self.choose(state, None)
-            candidates = state.ctx.root[:, None][:, :0]
+            draft = Draft.empty(len(state.rows), state.ctx.root.device)
         for row in state.rows.tolist():
             self._log["trees"][row].append(tree.id)
             self._log["scores"][row].append(value)
-        return Draft(tree.buffers, candidates)
+        return draft
 
     def after_propose(self, state: TreeState, step: MedusaStep | HydraStep, tree: BankTree) -> None:
         """Hook after the draft of a step (the stale signal keeps what the tree's head calls saw)."""
