@@ -41,6 +41,21 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(_group(item), 1))
 
 
+_SLURM_SECONDS: list[float] = []
+
+
+# the summary hooks live here, not in tests/slurm/conftest.py: under pytest-xdist the controller, which reports,
+# loads no conftest below tests/
+def pytest_runtest_logreport(report):
+    if "slurm" in report.keywords and report.when in ("setup", "call", "teardown"):
+        _SLURM_SECONDS.append(report.duration)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _SLURM_SECONDS:
+        terminalreporter.write_line(f"[slurm-ci] Slurm tests took {sum(_SLURM_SECONDS):.1f} s")
+
+
 @pytest.fixture
 def one_thread():
     """One intra-op thread during the test, restored after it (code under test may set the thread count)."""

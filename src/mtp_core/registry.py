@@ -76,7 +76,9 @@ class Paper:
     * `targets(config)`: the files `rule all` builds for it (when enabled).
     * `leaderboard(config)`: its rows of the leaderboard (when enabled).
     * `methods`: its training methods for the launcher (`train.launch`), by name.
-    * `decoders`: its `Decoder` classes (registered by name when the paper loads).
+    * `decoders`: the modules that register its `Decoder` classes (`register_decoder`), imported when the decoder
+      registry is first asked (`decoding.decoders()`), so that loading a paper (the Snakefile, a table or figure
+      job) imports no torch model code.
     """
 
     name: str
@@ -85,7 +87,7 @@ class Paper:
     targets: Callable[[dict], list[str]] = _nothing
     leaderboard: Callable[[dict], list[LeaderboardEntry]] = _nothing
     methods: tuple[Method, ...] = ()
-    decoders: tuple[type, ...] = ()
+    decoders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -113,16 +113,3 @@ def sacct_jobs(job_ids=None, name: str | None = None, until=None, wait_s: float 
         if done or time.monotonic() > deadline:
             return rows
         time.sleep(0.5)
-
-
-_SLURM_SECONDS: list[float] = []
-
-
-def pytest_runtest_logreport(report):
-    if "slurm" in report.keywords and report.when in ("setup", "call", "teardown"):
-        _SLURM_SECONDS.append(report.duration)
-
-
-def pytest_terminal_summary(terminalreporter):
-    if _SLURM_SECONDS:
-        terminalreporter.write_line(f"[slurm-ci] Slurm tests took {sum(_SLURM_SECONDS):.1f} s")

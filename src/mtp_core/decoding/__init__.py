@@ -1,41 +1,41 @@
 """Decoding: one `Decoder` interface and its registry (papers add theirs: `mtp_core.registry`), reference greedy and
 HF greedy, the tree-verification core, the wall-clock guard and the training-free n-gram drafters (prompt lookup,
-lookahead, STAND), every paper's baselines."""
+lookahead, STAND), every paper's baselines.
 
-from . import greedy, hf, lookahead, prompt_lookup, stand  # noqa: F401  (registration)
-from .base import (
-    Decoder,
-    GenerationResult,
-    StopCriteria,
-    build_decoder,
-    decoder_class,
-    decoders,
-    register_decoder,
-    registry_name,
-)
-from .cost import CostModel, WallClockGuard
-from .lookahead import LookaheadDecoder
-from .ngram import PathDraftDecoder
-from .stand import StandDecoder
-from .tree import Draft, TreeContext, TreeDecoder, TreeState, verify_tree
+The names below load their module on first use (PEP 562), so that importing the package (e.g. for
+`GenerationResult` in `mtp_core.results`, or in the Snakefile) imports no torch model code; the registry imports
+the decoder modules when it is first asked (`decoders()`).
+"""
 
-__all__ = [
-    "decoders",
-    "CostModel",
-    "Decoder",
-    "Draft",
-    "GenerationResult",
-    "LookaheadDecoder",
-    "PathDraftDecoder",
-    "StandDecoder",
-    "StopCriteria",
-    "TreeContext",
-    "TreeDecoder",
-    "TreeState",
-    "WallClockGuard",
-    "build_decoder",
-    "decoder_class",
-    "register_decoder",
-    "registry_name",
-    "verify_tree",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Decoder": "base",
+    "GenerationResult": "base",
+    "StopCriteria": "base",
+    "build_decoder": "base",
+    "decoder_class": "base",
+    "decoders": "base",
+    "register_decoder": "base",
+    "registry_name": "base",
+    "CostModel": "cost",
+    "WallClockGuard": "cost",
+    "LookaheadDecoder": "lookahead",
+    "PathDraftDecoder": "ngram",
+    "StandDecoder": "stand",
+    "Draft": "tree",
+    "TreeContext": "tree",
+    "TreeDecoder": "tree",
+    "TreeState": "tree",
+    "verify_tree": "tree",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -14,16 +14,19 @@ A `Decoder` wraps a loaded causal LM and its tokenizer and turns a batch of toke
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..io import InputError
 
+if TYPE_CHECKING:
+    import torch
+
 _DECODERS: dict[str, type[Decoder]] = {}
+CORE_DECODERS = ("greedy", "hf", "lookahead", "prompt_lookup", "stand")  # the modules of the core's decoders
 
 
 def register_decoder(name: str) -> Callable[[type[Decoder]], type[Decoder]]:
@@ -117,10 +120,14 @@ class Decoder(ABC):
 
 def decoders() -> dict[str, type[Decoder]]:
     """Every registered decoder by name: the core's (imported with `mtp_core.decoding`) and every registered paper's
-    (its package registers them when `mtp_core.registry` loads it)."""
+    (the modules each paper names in its `Paper.decoders`, imported here)."""
     from .. import registry
 
-    registry.papers()
+    for module in CORE_DECODERS:
+        importlib.import_module(f"{__package__}.{module}")
+    for paper in registry.papers().values():
+        for module in paper.decoders:
+            importlib.import_module(module)
     return dict(sorted(_DECODERS.items()))
 
 

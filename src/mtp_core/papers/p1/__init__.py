@@ -9,7 +9,6 @@ Modules: `plan` (config section -> runs, evaluation jobs, result files, checks),
 
 from ...registry import Method, Paper
 from . import plan
-from .decoders import ConfAdaptDecoder, StaticKDecoder
 
 PAPER = Paper(
     name="p1",
@@ -25,5 +24,5 @@ PAPER = Paper(
             "mtp_core.papers.p1.plan:from_config",
         ),
     ),
-    decoders=(StaticKDecoder, ConfAdaptDecoder),
+    decoders=("mtp_core.papers.p1.decoders",),
 )

@@ -13,7 +13,6 @@ and validation jobs, Top-N mass), `speed` (bench rows, modeled speed), `report` 
 
 from ...registry import Method, Paper
 from . import checks, experiments, plan
-from .decoder import MTPSpecDecoder
 
 PAPER = Paper(
     name="p2",
@@ -29,5 +28,5 @@ PAPER = Paper(
             "mtp_core.papers.p2.plan:from_config",
         ),
     ),
-    decoders=(MTPSpecDecoder,),
+    decoders=("mtp_core.papers.p2.decoder",),
 )

@@ -8,7 +8,6 @@ Modules: `plan` (config section -> decoding jobs, result files, checks), `probin
 
 from ...registry import Paper
 from . import plan
-from .probing import ProbingDecoder
 
 PAPER = Paper(
     name="p3",
@@ -16,5 +15,5 @@ PAPER = Paper(
     check=plan.check,
     targets=plan.all_targets,
     leaderboard=plan.leaderboard_entries,
-    decoders=(ProbingDecoder,),
+    decoders=("mtp_core.papers.p3.probing",),
 )

@@ -11,7 +11,6 @@ table layouts), `checks` (the config's cross-references, before any job), `jobs`
 
 from ...registry import Method, Paper
 from . import checks, plan
-from .decoder import DMTDDecoder
 
 PAPER = Paper(
     name="p4",
@@ -27,5 +26,5 @@ PAPER = Paper(
             "mtp_core.papers.p4.plan:from_config",
         ),
     ),
-    decoders=(DMTDDecoder,),
+    decoders=("mtp_core.papers.p4.decoder",),
 )

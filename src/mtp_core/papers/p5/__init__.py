@@ -15,7 +15,6 @@ Figures 1-5). The heads themselves are the core's (`mtp_core.heads.medusa`, `mtp
 
 from ...registry import Method, Paper
 from . import checks, plan
-from .decoders import EntMTPDecoder, HydraDecoder, MedusaDecoder
 
 PAPER = Paper(
     name="p5",
@@ -31,5 +30,5 @@ PAPER = Paper(
             "mtp_core.papers.p5.plan:from_config",
         ),
     ),
-    decoders=(MedusaDecoder, HydraDecoder, EntMTPDecoder),
+    decoders=("mtp_core.papers.p5.decoders",),
 )
