@@ -44,7 +44,7 @@ def drafter_friendly():
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
     for _ in range(400):
-        loss = torch.zeros(())
+        rows = []  # (inputs [p + 2, H], token ids, p, mask target): 8 draws x (updated, stale) mask
         for _ in range(8):
             ids = torch.tensor(tok(PROMPT + _digits(rng.randrange(10), 30)).input_ids)
             n_prompt = len(PROMPT)
@@ -55,10 +55,15 @@ def drafter_friendly():
             for t in ids[n_prompt : rng.randint(p - 1, p) + 1]:  # folded up to the root: anchor = root or its child
                 e = (1 - ALPHA) * e + ALPHA * table[t]
             for mask, target in ((e, int(ids[p + 2])), (stale, bang)):
-                x = torch.cat([emb(ids[: p + 1]), mask[None]])[None]
-                logits = model(inputs_embeds=x).logits[0]
-                lm = F.cross_entropy(logits[:p], ids[1 : p + 1])
-                loss = loss + lm + F.cross_entropy(logits[-1:], torch.tensor([target]))
+                rows.append((torch.cat([emb(ids[: p + 1]), mask[None]]), ids, p, target))
+        # one right-padded batch: under the causal mask a row's positions never see its padding
+        width = max(len(x) for x, *_ in rows)
+        x = torch.stack([F.pad(x, (0, 0, 0, width - len(x))) for x, *_ in rows])
+        logits = model(inputs_embeds=x).logits
+        loss = torch.zeros(())
+        for b, (_, ids, p, target) in enumerate(rows):
+            lm = F.cross_entropy(logits[b, :p], ids[1 : p + 1])
+            loss = loss + lm + F.cross_entropy(logits[b, p + 1 : p + 2], torch.tensor([target]))
         opt.zero_grad()
         (loss / 16).backward()
         opt.step()
