@@ -7,10 +7,7 @@ The names below load their module on first use (PEP 562), so that importing the 
 the decoder modules when it is first asked (`decoders()`).
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from ..lazy import lazy_exports
 
 _WHERE = {
     "Decoder": "base",
@@ -33,9 +30,4 @@ _WHERE = {
     "verify_tree": "tree",
 }
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+__getattr__ = lazy_exports(__name__, _WHERE)

@@ -119,8 +119,8 @@ class Decoder(ABC):
 
 
 def decoders() -> dict[str, type[Decoder]]:
-    """Every registered decoder by name: the core's (imported with `mtp_core.decoding`) and every registered paper's
-    (the modules each paper names in its `Paper.decoders`, imported here)."""
+    """Every registered decoder by name: the core's (`CORE_DECODERS`) and every registered paper's (the modules each
+    paper names in its `Paper.decoders`), their modules imported here on the first call."""
     from .. import registry
 
     for module in CORE_DECODERS:

@@ -5,8 +5,7 @@ Names are imported lazily, so that the light `tasks` module (used while Snakemak
 not pull in lm-eval; importing `mtp_core.evaluate.lm` (or using `MTPLM` / `run_evaluation`) registers `mtp`.
 """
 
-from importlib import import_module
-from typing import Any
+from ..lazy import lazy_exports
 
 _EXPORTS = {
     "MTPLM": "lm",
@@ -24,9 +23,4 @@ _EXPORTS = {
     "write_task_yaml": "tasks",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -433,7 +433,7 @@ class ProbingDecoder(TreeDecoder):
 
         device = root.device
         if probe is None:
-            empty = Draft.empty(root.shape[0], root.device)
+            empty = Draft.empty(root.shape[0], device)
             buffers, cand = empty.buffers, empty.candidates
         elif state.last is None and n_nodes != 0:  # §3.3 (App. D): the prefill's draft is the Top-1 chain
             counts = (1,) * min(self.m, cap)
