@@ -16,7 +16,7 @@ from mtp_core.papers.p4.split import DMTDSpec, dmtd_config, parallel_logits
 from mtp_core.papers.p4.train import DMTDConfig, P4Step, encode_p4_rows, prepare_model
 from mtp_core.train import MicroBatchSpec, TrainConfig, train
 from mtp_core.train.loop import StepContext
-from mtp_core.train.sft import IGNORE, SFTBatches
+from mtp_core.train.sft import SFTBatches
 
 from ..conftest import tiny_spec
 
@@ -42,28 +42,34 @@ def _setup(cfg: DMTDConfig, arch="llama"):
 
 @pytest.mark.parametrize("phase", ["row", "random"])
 def test_loss_is_the_cross_entropy_of_the_parallel_forward(phase):
-    cfg = DMTDConfig(encoding_layers=1, decoding_layers=2, cycle=3, phase=phase, max_tokens=128)
+    """The step on packed rows equals the parallel forward (Eqs. 1-5, by hand) of every row alone, with M and the
+    cycle offsets counted from the row's own first token (+ its offset under phase random)."""
+    tau = 4
+    cfg = DMTDConfig(encoding_layers=1, decoding_layers=2, cycle=tau, phase=phase, max_tokens=128)
     model, tok, batches = _setup(cfg)
     step = P4Step(tok, cfg)
     batch = batches.micro_batch(MicroBatchSpec(0, 1, 4, 4))
+    starts = (batch["position_ids"] == 0) & (batch["rows"] >= 0)
+    assert batch["input_ids"].shape[0] < 4 and (starts.nonzero()[:, 1] % tau != 0).any()  # packed, rows off the cycle
     out = step(model, batch, _ctx(chunk=1))
-    width = batch["input_ids"].shape[1]
     offsets = step.row_offsets(4, 0, 1)
-    m = training_mask(width, 3, offsets)
-    logits = parallel_logits(model, cfg.spec, batch["input_ids"], m, batch["attention_mask"])[:, :-1]
-    targets = batch["labels"][:, 1:]
-    keep = targets != IGNORE
-    want = torch.nn.functional.cross_entropy(logits[keep].float(), targets[keep])
-    assert torch.allclose(out.loss, want, atol=1e-5) and out.weight == keep.sum()
-    # per-offset metrics from the same logits: the offset of the prediction at column c is (c + row offset) mod τ
-    cols = torch.arange(width - 1)[None] + (offsets[:, None] if offsets is not None else 0)
-    ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets.clamp(min=0), reduction="none")
-    for j in range(3):
-        sel = keep & (cols % 3 == j)
+    ce, hit, j_of = [], [], []
+    for r, i in enumerate(batches.order.indices(4, 4)):
+        ids, start = batches.examples[i]
+        off = 0 if offsets is None else int(offsets[r])
+        t = torch.tensor([ids])
+        logits = parallel_logits(model, cfg.spec, t, training_mask(len(ids), tau, torch.tensor([off])))[
+            0, start - 1 : -1
+        ]
+        ce.append(torch.nn.functional.cross_entropy(logits.float(), t[0, start:], reduction="none"))
+        hit.append(logits.argmax(-1) == t[0, start:])
+        j_of.append((torch.arange(start - 1, len(ids) - 1) + off) % tau)
+    ce, hit, j_of = torch.cat(ce), torch.cat(hit), torch.cat(j_of)
+    assert torch.allclose(out.loss, ce.mean(), atol=1e-5) and out.weight == len(ce)
+    for j in range(tau):  # per-offset metrics from the same logits
         s, n = out.metrics[f"ce@{j}"]
-        assert n == sel.sum() and torch.allclose(s, ce[sel].sum(), atol=1e-3)
-        hits, _ = out.metrics[f"acc@{j}"]
-        assert hits == (logits.argmax(-1) == targets)[sel].sum()
+        assert n == (j_of == j).sum() and torch.allclose(s, ce[j_of == j].sum(), atol=1e-3)
+        assert out.metrics[f"acc@{j}"][0] == hit[j_of == j].sum()
     if phase == "random":  # a pure function of (seed, step, chunk): resume draws what the first run drew
         assert torch.equal(step.row_offsets(4, 0, 1), offsets) and not torch.equal(
             step.row_offsets(64, 5, 0), step.row_offsets(64, 6, 0)
@@ -74,15 +80,14 @@ def test_thinking_layers_learn_only_through_cycle_starts():
     """With M ≡ 0 under `add`, the thinking layers get exactly zero gradient; with the cyclical M they do not."""
     cfg = DMTDConfig(encoding_layers=1, decoding_layers=2, cycle=3, max_tokens=128)
     model, tok, batches = _setup(cfg)
-    batch = batches.micro_batch(MicroBatchSpec(0, 0, 0, 4))
+    ids = torch.tensor([batches.examples[0][0]])
     thinking = [p for i in range(1, 4) for p in model.model.layers[i].parameters()]
     for never in (True, False):
         model.zero_grad()
-        width = batch["input_ids"].shape[1]
+        width = ids.shape[1]
         m = torch.zeros(width, dtype=torch.bool) if never else training_mask(width, 3)
-        logits = parallel_logits(model, cfg.spec, batch["input_ids"], m, batch["attention_mask"])[:, :-1]
-        targets = batch["labels"][:, 1:]
-        torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE).backward()
+        logits = parallel_logits(model, cfg.spec, ids, m)[:, :-1]
+        torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:]).backward()
         zero = all(p.grad is None or not p.grad.any() for p in thinking)
         assert zero == never
         assert model.model.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0  # encoding layers always learn

@@ -17,7 +17,7 @@ from mtp_core.data.rows import render_example, render_prompt
 from mtp_core.models import tiny_model, tiny_tokenizer
 from mtp_core.train import MicroBatchSpec, TrainConfig, train
 from mtp_core.train.launch import launch
-from mtp_core.train.sft import IGNORE, SFTBatches, SFTConfig, SFTStep, encode_rows, sft_loss
+from mtp_core.train.sft import IGNORE, SFTBatches, SFTConfig, SFTStep, encode_rows, pack_rows, sft_loss
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, tiny_spec
@@ -41,10 +41,12 @@ def test_labels_are_the_response_tokens(template):
         assert ids[:start] == prompt[:start] and start <= len(prompt)
         assert tok.decode(ids[start:]).startswith(row["response"][:3])
     batch = SFTBatches(examples, tok.pad_token_id, SFTConfig(shuffle=False)).micro_batch(MicroBatchSpec(0, 0, 0, 3))
-    for r, (ids, start) in enumerate(examples[:3]):
-        labels = batch["labels"][r]
-        assert (labels[:start] == IGNORE).all() and labels[start : len(ids)].tolist() == ids[start:]
-        assert (labels[len(ids) :] == IGNORE).all() and batch["attention_mask"][r].sum() == len(ids)
+    for r, (ids, start) in enumerate(examples[:3]):  # each row whole, in one sequence, positions from 0
+        at = batch["rows"] == r
+        assert batch["input_ids"][at].tolist() == ids and batch["position_ids"][at].tolist() == list(range(len(ids)))
+        labels = batch["labels"][at]
+        assert (labels[:start] == IGNORE).all() and labels[start:].tolist() == ids[start:]
+    assert (batch["labels"][batch["rows"] < 0] == IGNORE).all()
     every = encode_rows(ROWS, tok, SFTConfig(loss_on="all", max_tokens=10), template)
     assert all(start == 1 and len(ids) <= 10 for ids, start in every)
 
@@ -60,19 +62,47 @@ def test_rows_without_a_response_token_are_dropped(caplog):
         encode_rows([long_query], tok, SFTConfig(max_tokens=40), "plain")
 
 
-def test_loss_equals_hand_computed_cross_entropy():
-    """Mean CE of the full forward's logits at the supervised positions (the loss keeps fewer logits)."""
+@pytest.mark.parametrize(
+    ("lengths", "capacity", "bins"),
+    [
+        ([5, 3, 7, 2, 2, 9], 10, [[5], [2, 1], [0, 3, 4]]),
+        ([4, 4, 4, 4], 8, [[0, 1], [2, 3]]),
+        ([12, 3], 10, [[0], [1]]),  # longer than the capacity: a bin of its own
+    ],
+)
+def test_pack_rows_is_first_fit_decreasing(lengths, capacity, bins):
+    assert pack_rows(lengths, capacity) == bins
+
+
+def _alone(model, examples):
+    """Brute force: every row through the model by itself (no padding, no packing): the mean CE over its
+    supervised next tokens, pooled over the rows, and their count."""
+    ce, n = 0.0, 0
+    for ids, start in examples:
+        t = torch.tensor([ids])
+        logits = model(input_ids=t).logits[0, start - 1 : -1]
+        ce = ce + F.cross_entropy(logits.float(), t[0, start:], reduction="sum")
+        n += len(ids) - start
+    return ce / n, n
+
+
+@pytest.mark.parametrize("loss_on", ["response", "all"])
+def test_packed_loss_and_gradients_equal_each_row_alone(loss_on):
+    """Packed rows keep apart: the loss and every gradient equal those of the rows run one by one."""
     torch.manual_seed(0)
     model, tok = tiny_model(tiny_spec("llama")), tiny_tokenizer()
-    batch = SFTBatches(encode_rows(ROWS, tok, SFTConfig(), "chat"), tok.pad_token_id, SFTConfig()).micro_batch(
-        MicroBatchSpec(0, 0, 0, 4)
-    )
+    cfg = SFTConfig(shuffle=False, max_tokens=140, loss_on=loss_on)
+    examples = encode_rows(ROWS, tok, cfg, "chat")
+    batch = SFTBatches(examples, tok.pad_token_id, cfg).micro_batch(MicroBatchSpec(0, 0, 0, 6))
+    assert batch["input_ids"].shape[0] < 6 and batch["input_ids"].shape[1] <= 140  # several rows per sequence
     loss, n = sft_loss(model, batch)
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
-    targets = batch["labels"][:, 1:]
-    keep = targets != IGNORE
-    expected = F.cross_entropy(logits[keep].float(), targets[keep])
-    assert n == int(keep.sum()) and torch.allclose(loss, expected, atol=1e-5)
+    loss.backward()
+    packed = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    want, n_want = _alone(model, examples)
+    want.backward()
+    assert n == n_want and torch.allclose(loss, want, atol=1e-5)
+    assert all(torch.allclose(a, p.grad, atol=1e-5) for a, p in zip(packed, model.parameters()))
 
 
 def test_training_lowers_the_response_loss_and_resumes_exactly(tmp_path):

@@ -15,11 +15,14 @@ models:
 and trained by the launcher (method `sft`, the generic loop: resume, checkpoints, exports).
 
 Data: the same rendering as paper 1 (`data.rows.render_example`: chat template or `bos + query + "\\n\\n" +
-response`), truncated to `max_tokens`, one example per row, padded per micro-batch to its longest row. The loss
-is the mean cross-entropy over the response tokens (`loss_on="response"`: the tokens after the rendered
-prompt, the template's end-of-turn marker or, plain, an appended EOS included, so the model learns to stop) or
-over every token
-(`"all"`). Logits are computed only from the first supervised position of the micro-batch on.
+response`), truncated to `max_tokens`, one example per row. A micro-batch's rows are packed into sequences of at
+most `max_tokens` tokens (`pack_rows`, first-fit decreasing; position ids restart at every row, so the model's
+packed-sequence masking keeps rows apart and each row's loss is that of the row alone), the sequences
+right-padded to the fullest: on the embedded math split that computes ~1.3k token positions per step of 8 rows
+instead of ~1.6k for rows padded to the longest. The loss is the mean cross-entropy over the response tokens
+(`loss_on="response"`: the tokens after the rendered prompt, the template's end-of-turn marker or, plain, an
+appended EOS included, so the model learns to stop) or over every token but a row's first (`"all"`). Logits are
+projected only at the positions whose next token is supervised (`logits_to_keep` as a boolean mask).
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ IGNORE = -100
 
 @dataclass(frozen=True)
 class SFTConfig:
-    """`max_tokens` per row (longer rows are truncated, and counted in the log); `template` auto | chat |
-    plain (auto: the model's `chat_template` flag); `loss_on` response | all; `shuffle`, `seed` of the row
-    order."""
+    """`max_tokens` per row (longer rows are truncated, and counted in the log) and per packed sequence;
+    `template` auto | chat | plain (auto: the model's `chat_template` flag); `loss_on` response | all;
+    `shuffle`, `seed` of the row order."""
 
     max_tokens: int = 512
     template: str = "auto"
@@ -110,59 +113,87 @@ def encode_rows(rows: Sequence[dict], tokenizer: Any, cfg: SFTConfig, template: 
     return out
 
 
+def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """First-fit decreasing: the indices of `lengths` grouped into bins whose lengths sum to at most `capacity`
+    (a row longer than `capacity` gets a bin of its own); ties keep index order, so the packing is deterministic."""
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        j = next((j for j, r in enumerate(room) if lengths[i] <= r), None)
+        if j is None:
+            bins.append([i])
+            room.append(capacity - lengths[i])
+        else:
+            bins[j].append(i)
+            room[j] -= lengths[i]
+    return bins
+
+
 class SFTBatches:
-    """`BatchSource`: the rows at stream positions `spec.start ..` of `ShuffledOrder`, right-padded to the longest;
-    `labels` = the token ids where supervised, -100 elsewhere (prompt, padding)."""
+    """`BatchSource`: the rows at stream positions `spec.start ..` of `ShuffledOrder`, packed (`pack_rows`, at most
+    `max_tokens` per sequence) and right-padded to the fullest sequence. Keys: `input_ids`; `position_ids`
+    (0.. within each row, 0.. again over the padding); `labels` (the token ids where supervised, -100 elsewhere:
+    prompts, every row's first token, padding); `rows` (the row's index in the micro-batch, -1 on padding).
+    No attention mask: without one, HF models read the packed layout from the position ids, and right padding
+    is never attended to by a real token under the causal mask."""
 
     def __init__(self, examples: Sequence[tuple[list[int], int]], pad_id: int, cfg: SFTConfig):
-        self.examples, self.pad_id = list(examples), int(pad_id)
+        self.examples, self.pad_id, self.capacity = list(examples), int(pad_id), cfg.max_tokens
         self.order = ShuffledOrder(len(self.examples), seed=cfg.seed, shuffle=cfg.shuffle)
 
     def micro_batch(self, spec: MicroBatchSpec) -> dict[str, torch.Tensor]:
         rows = [self.examples[i] for i in self.order.indices(spec.start, spec.size)]
-        width = max(len(ids) for ids, _ in rows)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, (ids, start) in enumerate(rows):  # a loop over rows, not tokens
-            t = torch.as_tensor(ids, dtype=torch.long)
-            input_ids[r, : len(ids)] = t
-            attention[r, : len(ids)] = 1
-            labels[r, start : len(ids)] = t[start:]
-        return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+        lengths = [len(ids) for ids, _ in rows]
+        bins = pack_rows(lengths, self.capacity)
+        width = max(sum(lengths[i] for i in b) for b in bins)
+        input_ids = torch.full((len(bins), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(bins), width), IGNORE, dtype=torch.long)
+        row_of = torch.full((len(bins), width), -1, dtype=torch.long)
+        positions = torch.arange(width).repeat(len(bins), 1)
+        for j, b in enumerate(bins):  # a loop over rows, not tokens
+            c = 0
+            for i in b:
+                ids, start = rows[i]
+                t, n, s = torch.as_tensor(ids, dtype=torch.long), len(ids), max(start, 1)
+                input_ids[j, c : c + n] = t
+                labels[j, c + s : c + n] = t[s:]
+                row_of[j, c : c + n] = i
+                positions[j, c : c + n] = torch.arange(n)
+                c += n
+            positions[j, c:] = torch.arange(width - c)
+        return {"input_ids": input_ids, "position_ids": positions, "labels": labels, "rows": row_of}
 
 
 @dataclass(frozen=True)
 class ResponseLogits:
-    """The logits a next-token loss reads: columns `first ..` T-2 of the micro-batch (`first`: the first column
-    whose next token is supervised in some row), their `targets` (ids, -100 where unsupervised) and `supervised`."""
+    """The logits a next-token loss reads: one row per position whose next token is supervised (`supervised`,
+    [B, T] bool, row-major), and their `targets` (token ids)."""
 
     logits: torch.Tensor
     targets: torch.Tensor
     supervised: torch.Tensor
-    first: int
 
 
 def response_logits(model: Any, batch: dict[str, torch.Tensor]) -> ResponseLogits:
-    """The model's logits from the first position whose next token is supervised on (`logits_to_keep` as an
-    index range)."""
+    """The model's logits at the positions whose next token is supervised (`logits_to_keep` as a boolean mask: the
+    vocabulary projection of every other position is never computed)."""
     targets = batch["labels"][:, 1:]
-    supervised = targets != IGNORE
+    supervised = torch.nn.functional.pad(targets != IGNORE, (0, 1), value=False)
     if not bool(supervised.any()):
         raise ValueError("a micro-batch without supervised tokens (every response truncated away?)")
-    first = int(supervised.any(0).nonzero()[0])
-    keep = torch.arange(first, targets.shape[1], device=targets.device)
     logits = model(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False, logits_to_keep=keep
+        input_ids=batch["input_ids"],
+        position_ids=batch["position_ids"],
+        use_cache=False,
+        logits_to_keep=supervised,
     ).logits
-    return ResponseLogits(logits, targets[:, first:], supervised[:, first:], first)
+    return ResponseLogits(logits, targets[supervised[:, :-1]], supervised)
 
 
 def sft_loss(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
     """Mean next-token CE over the supervised tokens, and their count (`response_logits`)."""
     out = response_logits(model, batch)
-    ce = token_cross_entropy(out.logits, out.targets.clamp(min=0))
-    return ce[out.supervised].mean(), int(out.supervised.sum())
+    return token_cross_entropy(out.logits, out.targets).mean(), len(out.targets)
 
 
 class SFTStep:
@@ -179,7 +210,7 @@ class SFTStep:
             loss=loss,
             weight=float(n),
             metrics={"sft_tokens": (float(n), 1.0)},
-            tokens=int(batch["attention_mask"].sum()),
+            tokens=int((batch["rows"] >= 0).sum()),
         )
 
     def export(self, model: torch.nn.Module, path: str | os.PathLike) -> Path:

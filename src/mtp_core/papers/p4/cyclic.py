@@ -3,9 +3,9 @@ offset of every prediction, and the Percentage of Layers per Token (Eq. 7).
 
 Two schedules (reference transformers_layers_and_heads.md §2, spec A2/A3):
 
-* **training** (phase A, §2.1 Eq. 3): `m_i = 1 iff (i + offset) mod τ == 0`, `i` the column index of the row
-  (the official code's `arange(seq_len) % mtp_horizon`; `offset` 0 for `phase: row`, a per-row draw for
-  `phase: random`). The prompt is masked cyclically too.
+* **training** (phase A, §2.1 Eq. 3): `m_i = 1 iff (i + offset) mod τ == 0`, `i` the token's position in its row
+  (its column when rows are not packed; the official code's `arange(seq_len) % mtp_horizon`; `offset` 0 for
+  `phase: row`, a per-row draw for `phase: random`). The prompt is masked cyclically too.
 * **decoding** (phase B, §2.2 Fig. 3): the prompt x_0..x_{n-1} runs through every layer (M = 1 on every prompt
   column) and its last column n-1 is the first cycle start (the prefill emits x_n); then column c is a cycle start
   iff (c - (n-1)) mod τ == 0. This is the schedule the `dmtd` decoder runs; the teacher-forced evaluation uses it to
@@ -25,22 +25,21 @@ def _check_tau(tau: int) -> None:
         raise ValueError(f"cycle length tau must be >= 1, got {tau}")
 
 
-def training_mask(width: int, tau: int, offsets: torch.Tensor | None = None) -> torch.Tensor:
-    """M of Eq. 3 over columns 0..width-1: bool [width], or [B, width] with per-row `offsets` [B] (phase random)."""
+def training_offsets(positions: int | torch.Tensor, tau: int, offsets: torch.Tensor | None = None) -> torch.Tensor:
+    """Cycle offset of the prediction at each position under the training mask: (position + offset) mod τ.
+
+    `positions`: a width (columns 0..width-1, [width]; with per-row `offsets` [B]: [B, width]) or a tensor of
+    positions (packed rows restart at 0), with `offsets` of its shape (phase random: each token its row's)."""
     _check_tau(tau)
-    cols = torch.arange(width)
-    if offsets is None:
-        return cols % tau == 0
-    return (cols[None, :] + offsets.to(cols.device)[:, None]) % tau == 0
+    if isinstance(positions, int):
+        cols = torch.arange(positions)
+        return cols % tau if offsets is None else (cols[None, :] + offsets.to(cols.device)[:, None]) % tau
+    return positions % tau if offsets is None else (positions + offsets.to(positions.device)) % tau
 
 
-def training_offsets(width: int, tau: int, offsets: torch.Tensor | None = None) -> torch.Tensor:
-    """Cycle offset of the prediction at each column under the training mask: (column + offset) mod τ."""
-    _check_tau(tau)
-    cols = torch.arange(width)
-    if offsets is None:
-        return cols % tau
-    return (cols[None, :] + offsets.to(cols.device)[:, None]) % tau
+def training_mask(positions: int | torch.Tensor, tau: int, offsets: torch.Tensor | None = None) -> torch.Tensor:
+    """M of Eq. 3 (`training_offsets` == 0): bool, the shape of the offsets."""
+    return training_offsets(positions, tau, offsets) == 0
 
 
 def decode_offsets(prompt_lens: torch.Tensor, width: int, tau: int) -> torch.Tensor:

@@ -1,16 +1,17 @@
 """Paper 4's training (§2.1, §3.1): parallel training with cyclical masking, as a step of the one training loop.
 
 A DMTD step *is* the fine-tune's step (`train.sft`: rows rendered with the model's template, response-only loss by
-default, right-padded micro-batches) run inside `split.dmtd_hooks`: the model's own forward computes Eqs. 1-5 and
-the loss is the plain next-token CE of Eq. 6. One pass trains every execution path (late-only steps at offsets
-1..τ-1, the cycle start at offset 0); gradients reach the thinking layers only through M = 1 columns; the FLOPs are
-those of one vanilla step.
+default, micro-batches packed with position ids restarting at every row) run inside `split.dmtd_hooks`: the model's
+own forward computes Eqs. 1-5 and the loss is the plain next-token CE of Eq. 6. One pass trains every execution
+path (late-only steps at offsets 1..τ-1, the cycle start at offset 0); gradients reach the thinking layers only
+through M = 1 columns; the FLOPs are those of one vanilla step.
 
-Resolved choices (spec §1.6): M from the row's column index (A2, the official `arange(seq_len) % mtp_horizon`,
-`phase: row`; `phase: random` draws a per-row offset from (seed, step, micro-batch), mimicking packing, so every
-phase is trained); all parameters trained (A4, `train_embeddings: true`; `false` freezes the embeddings and LM head
-as the official `sft.py`); loss on the response (A5, `loss_on`); rows beyond `max_tokens` truncated or, as the
-official exporter, dropped (A6, `overlong`); `gradient_checkpointing` non-reentrant (the official sft.py's).
+Resolved choices (spec §1.6): M from the token's position in its row (A2, the official `arange(seq_len) %
+mtp_horizon`, `phase: row`; `phase: random` draws a per-row offset from (seed, step, micro-batch), mimicking the
+official packing, so every phase is trained); all parameters trained (A4, `train_embeddings: true`; `false` freezes
+the embeddings and LM head as the official `sft.py`); loss on the response (A5, `loss_on`); rows beyond
+`max_tokens` truncated or, as the official exporter, dropped (A6, `overlong`); `gradient_checkpointing`
+non-reentrant (the official sft.py's).
 
 The checkpoint records `config.dmtd = {encoding_layers, decoding_layers, combine, cycle, version}` and loads with
 plain `AutoModelForCausalLM` (no remote code); the `dmtd` decoder reads its defaults from it.
@@ -37,7 +38,7 @@ from ...train.config import TrainConfig
 from ...train.launch.methods import check_model_data_train, load_model_and_rows
 from ...train.loop import StepContext, StepOutput, TrainResult, train
 from ...train.sft import SFTBatches, SFTConfig, SFTStep, encode_rows, response_logits
-from .cyclic import training_mask, training_offsets
+from .cyclic import training_offsets
 from .split import CONFIG_KEY, DMTDSpec, dmtd_hooks
 
 log = logging.getLogger(__name__)
@@ -121,26 +122,25 @@ class P4Step(SFTStep):
         return torch.from_numpy(rng.integers(0, self.cfg.cycle, size=rows))
 
     def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], ctx: StepContext) -> StepOutput:
-        ids = batch["input_ids"]
-        rows, width = ids.shape
-        offsets = self.row_offsets(rows, ctx.step, ctx.chunk)
-        m = training_mask(width, self.cfg.cycle, offsets).to(ids.device)
-        with dmtd_hooks(model, self.spec, m):
+        rows = batch["rows"]
+        offsets = self.row_offsets(int(rows.max()) + 1, ctx.step, ctx.chunk)
+        if offsets is not None:
+            offsets = offsets.to(rows.device)[rows.clamp(min=0)]  # per token of the packed rows
+        j_of = training_offsets(batch["position_ids"], self.cfg.cycle, offsets)
+        with dmtd_hooks(model, self.spec, j_of == 0):
             out = response_logits(model, batch)
-        ce = token_cross_entropy(out.logits, out.targets.clamp(min=0))
-        sup = out.supervised
-        metrics: dict[str, Any] = {"sft_tokens": (float(sup.sum()), 1.0)}
+        ce = token_cross_entropy(out.logits, out.targets)
+        metrics: dict[str, Any] = {"sft_tokens": (float(len(out.targets)), 1.0)}
         with torch.no_grad():
-            hit = (out.logits.argmax(-1) == out.targets) & sup
-            j_of = training_offsets(width, self.cfg.cycle, offsets).to(ids.device)
-            j_of = j_of.expand(rows, -1)[:, out.first : width - 1]
+            hit = out.logits.argmax(-1) == out.targets
+            j_sup = j_of[out.supervised]
             for j in range(self.cfg.cycle):
-                sel = sup & (j_of == j)
+                sel = j_sup == j
                 n = float(sel.sum())
                 metrics[f"ce@{j}"] = (ce.detach()[sel].sum(), n)
                 metrics[f"acc@{j}"] = (hit[sel].sum().float(), n)
         return StepOutput(
-            loss=ce[sup].mean(), weight=float(sup.sum()), metrics=metrics, tokens=int(batch["attention_mask"].sum())
+            loss=ce.mean(), weight=float(len(out.targets)), metrics=metrics, tokens=int((rows >= 0).sum())
         )
 
 
