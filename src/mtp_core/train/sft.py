@@ -18,11 +18,12 @@ Data: the same rendering as paper 1 (`data.rows.render_example`: chat template o
 response`), truncated to `max_tokens`, one example per row. A micro-batch's rows are packed into sequences of at
 most `max_tokens` tokens (`pack_rows`, first-fit decreasing; position ids restart at every row, so the model's
 packed-sequence masking keeps rows apart and each row's loss is that of the row alone), the sequences
-right-padded to the fullest: on the embedded math split that computes ~1.3k token positions per step of 8 rows
-instead of ~1.6k for rows padded to the longest. The loss is the mean cross-entropy over the response tokens
-(`loss_on="response"`: the tokens after the rendered prompt, the template's end-of-turn marker or, plain, an
-appended EOS included, so the model learns to stop) or over every token but a row's first (`"all"`). Logits are
-projected only at the positions whose next token is supervised (`logits_to_keep` as a boolean mask).
+right-padded to the fullest: on the embedded math split that computes ~1.1k token positions per step of 8 rows
+instead of ~1.5k for rows padded to the longest (`benchmarks/sft_packing.py`). The loss is the mean cross-entropy
+over the response tokens (`loss_on="response"`: the tokens after the rendered prompt, the template's end-of-turn
+marker or, plain, an appended EOS included, so the model learns to stop) or over every token but a row's first
+(`"all"`). Logits are projected only at the positions whose next token is supervised (`logits_to_keep` as a
+boolean mask).
 """
 
 from __future__ import annotations
