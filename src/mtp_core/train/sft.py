@@ -150,7 +150,7 @@ class SFTBatches:
         input_ids = torch.full((len(bins), width), self.pad_id, dtype=torch.long)
         labels = torch.full((len(bins), width), IGNORE, dtype=torch.long)
         row_of = torch.full((len(bins), width), -1, dtype=torch.long)
-        positions = torch.arange(width).repeat(len(bins), 1)
+        positions = torch.empty((len(bins), width), dtype=torch.long)  # every entry written below
         for j, b in enumerate(bins):  # a loop over rows, not tokens
             c = 0
             for i in b:
