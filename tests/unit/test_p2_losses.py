@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mtp_core.papers.p2.losses import P2LossConfig, aligned, p2_loss, teachers, topn_kl
+from mtp_core.papers.p2.losses import P2LossConfig, aligned, p2_loss, scored, teachers, topn_kl
 
 T = torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0, -2.0])  # teacher logits, V = 6: Top-3 = {0, 1, 2}
 S = torch.tensor([0.0, 1.5, 0.2, 3.0, -0.5, 0.1])  # student logits: its own Top-3 = {3, 1, 2}
@@ -136,3 +136,44 @@ def test_detach_stops_the_kl_at_the_main_head():
     main, head = base_main.clone().requires_grad_(), base_head.clone().requires_grad_()
     p2_loss(main, [head], ids, P2LossConfig(topn=6, beta=0.0, detach=False, main_weight=0.0)).loss.backward()
     torch.testing.assert_close(head.grad, h_ce)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        P2LossConfig(topn=6, beta=0.5),
+        P2LossConfig(topn=6, index="union", direction="hybrid"),
+        P2LossConfig(topn=6, teacher="ensemble_mean"),
+        P2LossConfig(topn=6, teacher="ensemble_split", detach=False),
+    ],
+)
+def test_scored_logits_give_the_full_windows_loss(cfg):
+    """Heads' logits on their scored positions only (P^k [B, S-1-k, V], what training projects) give the loss,
+    metrics and gradients of whole-window logits; logits one position short of a depth's scored rows are
+    refused, not read misaligned."""
+    torch.manual_seed(5)
+    b, s, v = 2, 9, 20
+    ids = torch.randint(0, v, (b, s))
+    base_main, base_heads = torch.randn(b, s, v), [torch.randn(b, s, v) for _ in range(3)]
+
+    def run(cut: bool):
+        main = base_main.clone().requires_grad_()
+        heads = [h.clone().requires_grad_() for h in base_heads]
+        fed = [scored(h, k) if cut else h for k, h in enumerate(heads, 1)]
+        out = p2_loss(main, fed, ids, cfg)
+        out.loss.backward()
+        return out, main.grad, [h.grad for h in heads]
+
+    full, m_full, h_full = run(False)
+    cut, m_cut, h_cut = run(True)
+    torch.testing.assert_close(cut.loss, full.loss)
+    assert cut.metrics.keys() == full.metrics.keys()
+    for name in full.metrics:
+        torch.testing.assert_close(cut.metrics[name], full.metrics[name])
+    if m_full is not None:
+        torch.testing.assert_close(m_cut, m_full)
+    for k, (a, g) in enumerate(zip(h_cut, h_full), 1):
+        torch.testing.assert_close(a, g)
+        assert float(g[:, s - 1 - k :].abs().max()) == 0.0  # unscored positions get nothing either way
+    with pytest.raises(ValueError, match="positions"):
+        p2_loss(base_main, [h[:, : s - 3 - k] for k, h in enumerate(base_heads, 1)], ids, cfg)

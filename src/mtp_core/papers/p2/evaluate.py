@@ -32,7 +32,7 @@ from ...io import atomic_write_json, atomic_write_text, read_jsonl
 from ...models import LoadedModel
 from ...results import decode_stats, make_result, sample_record, samples_path, write_result
 from .acceptance import HeadCounters, pooled, simulate_steps, teacher_forced_match
-from .losses import P2LossConfig, p2_loss
+from .losses import P2LossConfig, p2_loss, scored
 
 log = logging.getLogger(__name__)
 TOPN_GRID = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000)
@@ -199,7 +199,7 @@ def validation_metrics(
         ids = torch.from_numpy(windows[i : i + batch_size]).to(dev)
         h0 = trunk.model(input_ids=ids).last_hidden_state
         main = trunk.lm_head(h0)
-        logits = [trunk.lm_head(h) for h in heads.forward_train(trunk, h0, ids)]
+        logits = [trunk.lm_head(scored(h, k)) for k, h in enumerate(heads.forward_train(trunk, h0, ids), 1)]
         for name, v in p2_loss(main, logits, ids, loss).metrics.items():
             sums[name] += float(v)
         if base is not None:

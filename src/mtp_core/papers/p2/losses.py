@@ -130,8 +130,11 @@ def topn_kl(
             log_q, log_p = F.log_softmax(t, -1), F.log_softmax(s, -1)
 
     def kl(log_a: torch.Tensor, log_b: torch.Tensor) -> torch.Tensor:  # Σ a (log a - log b) over the index set
-        term = log_a.exp() * (log_a - log_b)
-        return (term if keep is None else torch.where(keep, term, 0.0)).sum(-1)
+        if keep is None:
+            return (log_a.exp() * (log_a - log_b)).sum(-1)
+        # outside the union both are -inf: zero them before the product, whose gradient would be 0 * nan there
+        log_a, log_b = log_a.masked_fill(~keep, 0.0), log_b.masked_fill(~keep, 0.0)
+        return (log_a.exp() * (log_a - log_b)).masked_fill(~keep, 0.0).sum(-1)
 
     if direction == "forward":
         return kl(log_q, log_p)
@@ -147,24 +150,44 @@ def topn_index(logits: torch.Tensor, topn: int) -> torch.Tensor:
         return logits.topk(min(int(topn), logits.shape[-1]), dim=-1, sorted=False).indices
 
 
+def token_ce(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of logits [B, T', V] on `targets` [B, T] over the first T positions (T' >= T): one
+    log-softmax over the logits as they lie, where `F.cross_entropy` on a slice would copy it first."""
+    logp = logits.float().log_softmax(-1)
+    return -logp[:, : targets.shape[1]].gather(-1, targets[..., None]).mean()
+
+
 def head_targets(ids: torch.Tensor, k: int) -> torch.Tensor:
     """Targets of depth k (k = 0: the main head) over a window [B, S]: t_{i+k+1} for i <= S-2-k."""
     return ids[:, k + 1 :]
 
 
-def aligned(logits: torch.Tensor, k: int, j: int) -> torch.Tensor:
-    """Depth j's logits [B, S, V] (j = 0: main) at the positions whose target is depth k's: i + k - j for
-    i <= S-2-k, i.e. P^j on t_{i+k+1}."""
-    s = logits.shape[1]
-    return logits[:, k - j : s - 1 - j]
+def aligned(logits: torch.Tensor, k: int, j: int, s: int | None = None) -> torch.Tensor:
+    """Depth j's logits [B, >= S-1-j, V] (j = 0: main) at the positions whose target is depth k's: i + k - j
+    for i <= S-2-k, i.e. P^j on t_{i+k+1}; S = `s` (default: the logits' length). Logits that hold only depth
+    j's scored rows (`scored`) and need no shift come back as they are: no copy, no slice in the backward."""
+    s = logits.shape[1] if s is None else s
+    lo, hi = k - j, s - 1 - j
+    if hi > logits.shape[1]:
+        raise ValueError(f"depth {j} logits hold {logits.shape[1]} positions, a window of {s} needs {hi}")
+    return logits if lo == 0 and hi == logits.shape[1] else logits[:, lo:hi]
 
 
-def teachers(main: torch.Tensor, heads: Sequence[torch.Tensor], k: int, kind: str) -> list[torch.Tensor]:
+def scored(h: torch.Tensor, k: int) -> torch.Tensor:
+    """Depth k's rows of a window [B, S, ...] that have a target in it (i <= S-2-k): project logits only there
+    (contiguous, so that the projection is one matrix product)."""
+    return h[:, : h.shape[1] - 1 - k].contiguous()
+
+
+def teachers(
+    main: torch.Tensor, heads: Sequence[torch.Tensor], k: int, kind: str, s: int | None = None
+) -> list[torch.Tensor]:
     """Teacher logits of depth k (1-based) on its targets: the main head, or {main, heads 1..k-1} (ensembles).
-    `heads[j-1]` = depth j's logits, for every j < k an ensemble needs."""
-    out = [aligned(main, k, 0)]
+    `heads[j-1]` = depth j's logits, for every j < k an ensemble needs; `s` the window length (`aligned`)."""
+    s = main.shape[1] if s is None else s
+    out = [aligned(main, k, 0, s)]
     if kind != "main":
-        out += [aligned(heads[j - 1], k, j) for j in range(1, k)]
+        out += [aligned(heads[j - 1], k, j, s) for j in range(1, k)]
     if kind == "ensemble_mean":
         return [torch.stack([x.float() for x in out]).mean(0)]
     return out
@@ -184,27 +207,31 @@ def p2_loss(
     step: int = 0,
     first_depth: int = 1,
 ) -> P2LossOutput:
-    """The loss of one window batch: `main_logits` [B, S, V] (Q), `head_logits[k-1]` [B, S, V] (P^k for depths
-    `first_depth` .. first_depth + len - 1; earlier depths are frozen and not scored: looped continued
-    pre-training), `ids` [B, S]. Metrics per depth k: ce@k, kl@k, agree@k (argmax P^k = argmax of its teacher
-    Q_{i+k}, a Megatron-style acceptance proxy), acc@k (argmax P^k = t_{i+k+1}); loss_main."""
+    """The loss of one window batch: `main_logits` [B, S, V] (Q), `head_logits[k-1]` [B, S or S-1-k, V] (P^k for
+    depths `first_depth` .. first_depth + len - 1, on every position or only the scored ones, `scored`; earlier
+    depths are frozen and not scored: looped continued pre-training), `ids` [B, S]. Metrics per depth k: ce@k,
+    kl@k, agree@k (argmax P^k = argmax of its teacher Q_{i+k}, a Megatron-style acceptance proxy), acc@k (argmax
+    P^k = t_{i+k+1}); loss_main."""
+    s = ids.shape[1]
     num_heads = first_depth - 1 + len(head_logits)
     alpha, beta = cfg.weights(step, num_heads)
-    ce_main = F.cross_entropy(main_logits[:, :-1].flatten(0, 1).float(), head_targets(ids, 0).flatten())
+    ce_main = token_ce(main_logits, head_targets(ids, 0))
     total = cfg.main_weight * ce_main
     metrics: dict[str, Any] = {"loss_main": ce_main.detach()}
     depth_logits = {first_depth + i: x for i, x in enumerate(head_logits)}
     # the main teacher's index set, once per target and shared by every head (Eq. 3, A4)
     main_idx = topn_index(main_logits, cfg.topn) if cfg.teacher == "main" else None
+    with torch.no_grad():
+        main_pred = main_logits.argmax(-1)
     for k, logits in depth_logits.items():
-        student = aligned(logits, k, k)
+        student = aligned(logits, k, k, s)
         target = head_targets(ids, k)
         if student.shape[1] == 0:
             continue
-        ce = F.cross_entropy(student.flatten(0, 1).float(), target.flatten())
+        ce = token_ce(student, target)
         if cfg.teacher != "main" and any(j not in depth_logits for j in range(1, k)):
             raise ValueError(f"an ensemble teacher of depth {k} needs the logits of depths 1..{k - 1}")
-        teach = teachers(main_logits, [depth_logits.get(j) for j in range(1, k)], k, cfg.teacher)
+        teach = teachers(main_logits, [depth_logits.get(j) for j in range(1, k)], k, cfg.teacher, s)
         kls = []
         with torch.set_grad_enabled(torch.is_grad_enabled() and beta > 0):
             for t in teach:
@@ -218,7 +245,7 @@ def p2_loss(
                         norm=cfg.norm,
                         detach=cfg.detach,
                         hybrid_weight=cfg.hybrid_weight,
-                        idx=None if main_idx is None else aligned(main_idx, k, 0),
+                        idx=None if main_idx is None else aligned(main_idx, k, 0, s),
                     ).mean()
                 )
         kl = torch.stack(kls).mean()  # ensemble_split: each teacher weighted β / |set|
@@ -227,7 +254,7 @@ def p2_loss(
             pred = student.argmax(-1)
             metrics[f"ce@{k}"] = ce.detach()
             metrics[f"kl@{k}"] = kl.detach()
-            metrics[f"agree@{k}"] = (pred == aligned(main_logits, k, 0).argmax(-1)).float().mean()
+            metrics[f"agree@{k}"] = (pred == aligned(main_pred, k, 0, s)).float().mean()
             metrics[f"acc@{k}"] = (pred == target).float().mean()
     return P2LossOutput(total, metrics)
 

@@ -37,7 +37,7 @@ from ...layers import causal_mask, rope, run_layers
 from ...train.config import TrainConfig
 from ...train.loop import MicroBatchSpec, StepContext, StepOutput, TrainResult, resolve_device, train
 from .data import FeatureCache, Windows
-from .losses import P2LossConfig, metric_names, p2_loss
+from .losses import P2LossConfig, metric_names, p2_loss, scored
 
 log = logging.getLogger(__name__)
 TRUNK = ("frozen", "last_layers", "all")
@@ -138,14 +138,15 @@ class P2Model(nn.Module):
         return out.hidden_states[self.trunk.config.num_hidden_layers - self.cfg.trunk_layers]
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """(main logits Q [B, S, V], logits of the scored depths [P^first .. P^K])."""
+        """(main logits Q [B, S, V], logits of the trained depths [P^first .. P^K], each on its scored positions
+        only: P^k [B, S-1-k, V], `scored`)."""
         ids = batch["ids"]
         h0 = self.hidden(batch)
         lm_head = self.trunk.lm_head
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.cfg.trunk != "frozen"):
             main = lm_head(h0)
         hs = self.heads.forward_train(self.trunk, h0, ids)
-        return main, [lm_head(h) for h in hs[self.first_depth - 1 :]]
+        return main, [lm_head(scored(h, k)) for k, h in enumerate(hs, 1) if k >= self.first_depth]
 
 
 # ------------------------------------------------------------------------------------------------- data
