@@ -36,6 +36,7 @@ from mtp_core.train import (
 )
 from mtp_core.train.curves import CurveWriter
 from mtp_core.train.loop import WALL_CLOCK_COLUMNS
+from mtp_core.train.optim import fused_supported
 
 from ..conftest import tiny_spec
 
@@ -253,6 +254,18 @@ def test_param_groups_and_optimizer_defaults():
     assert len(decay["params"]) + len(no_decay["params"]) == n_unique  # tied embeddings counted once
     opt = build_optimizer(model, TrainConfig(max_steps=1))
     assert opt.defaults["betas"] == (0.9, 0.95) and opt.defaults["lr"] == 1e-5
+    assert opt.defaults["fused"] is True  # CPU float parameters: the fused kernel
+    assert not build_optimizer(model, TrainConfig(max_steps=1, fused=False)).defaults["fused"]
+    assert not fused_supported([torch.zeros(2, device="meta")])  # no fused kernel there: the default AdamW
+    # one step of each from the same state agrees to float rounding
+    ref = copy.deepcopy(model)
+    for m in (model, ref):
+        for i, p in enumerate(m.parameters()):
+            p.grad = torch.full_like(p, 1e-3 * (i % 7 - 3))
+    for fused, m in ((True, model), (False, ref)):
+        build_optimizer(m, TrainConfig(max_steps=1, lr=1e-2, fused=fused)).step()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
     assert len(param_groups(model, 0.1, decay_norms_and_biases=True)) == 1
     with pytest.raises(ValueError, match="multiple"):
         TrainConfig(max_steps=1, global_batch_size=10, micro_batch_size=4)

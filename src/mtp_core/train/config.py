@@ -25,7 +25,8 @@ class TrainConfig:
     `world_size` processes each runs `global / (micro * world)` accumulation micro-batches, so the global batch
     (and the data each step sees) is the same for any process count.
     Optimiser: `lr`, `betas`, `eps`, `weight_decay`, `decay_norms_and_biases` (False: 1-D parameters, i.e.
-    norms and biases, get no weight decay), `fused` (fused AdamW where the device supports it).
+    norms and biases, get no weight decay), `fused` (default; fused AdamW where the device supports it, as the
+    official recipe; `optim.build_optimizer`).
     Schedule: `warmup_steps` of linear warm-up, then `schedule` = constant | cosine | linear decay to
     `min_lr_ratio * lr` at `max_steps` | wsd (constant, then a cosine decay to `min_lr_ratio * lr` over the last
     `decay_fraction` of `max_steps`); `warmup_from_zero=True` reproduces the official first LR of 0 (G10).
@@ -48,7 +49,7 @@ class TrainConfig:
     eps: float = 1e-8
     weight_decay: float = 0.1
     decay_norms_and_biases: bool = False
-    fused: bool = False
+    fused: bool = True
     warmup_steps: int = 2000
     warmup_from_zero: bool = False
     schedule: str = "constant"
