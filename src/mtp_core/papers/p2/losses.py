@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ...config import section_keys
+from ...losses import token_cross_entropy
 
 DIRECTIONS = ("forward", "reverse", "hybrid")
 INDEX = ("main", "union")
@@ -150,13 +151,6 @@ def topn_index(logits: torch.Tensor, topn: int) -> torch.Tensor:
         return logits.topk(min(int(topn), logits.shape[-1]), dim=-1, sorted=False).indices
 
 
-def token_ce(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of logits [B, T', V] on `targets` [B, T] over the first T positions (T' >= T): one
-    log-softmax over the logits as they lie, where `F.cross_entropy` on a slice would copy it first."""
-    logp = logits.float().log_softmax(-1)
-    return -logp[:, : targets.shape[1]].gather(-1, targets[..., None]).mean()
-
-
 def head_targets(ids: torch.Tensor, k: int) -> torch.Tensor:
     """Targets of depth k (k = 0: the main head) over a window [B, S]: t_{i+k+1} for i <= S-2-k."""
     return ids[:, k + 1 :]
@@ -215,7 +209,7 @@ def p2_loss(
     s = ids.shape[1]
     num_heads = first_depth - 1 + len(head_logits)
     alpha, beta = cfg.weights(step, num_heads)
-    ce_main = token_ce(main_logits, head_targets(ids, 0))
+    ce_main = token_cross_entropy(main_logits[:, :-1], head_targets(ids, 0)).mean()
     total = cfg.main_weight * ce_main
     metrics: dict[str, Any] = {"loss_main": ce_main.detach()}
     depth_logits = {first_depth + i: x for i, x in enumerate(head_logits)}
@@ -228,7 +222,7 @@ def p2_loss(
         target = head_targets(ids, k)
         if student.shape[1] == 0:
             continue
-        ce = token_ce(student, target)
+        ce = token_cross_entropy(student, target).mean()
         if cfg.teacher != "main" and any(j not in depth_logits for j in range(1, k)):
             raise ValueError(f"an ensemble teacher of depth {k} needs the logits of depths 1..{k - 1}")
         teach = teachers(main_logits, [depth_logits.get(j) for j in range(1, k)], k, cfg.teacher, s)
