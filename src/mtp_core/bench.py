@@ -1,6 +1,12 @@
 """The side-by-side benchmark protocol: same weights, prompts and threads; warm-up; interleaved order;
 repeats; medians. Speed claims of every paper are measured with this, never with timed unit tests.
 
+The warm-up decodes the first batch with every decoder, `warmup` times, up to `warmup_tokens` (16) new tokens
+per turn: enough to run every code path once (prefill, the first steps, a guard's calibration, which falls into a
+decoder's first `generate`) without paying a whole measured batch again. A warm-up as long as the measured
+generation cost a quarter of a 4-prompt job and told nothing more, and it let a stateful decoder (the wall-clock
+guard's acceptance estimates) learn on the very prompt it is then timed on.
+
 Prompts are batched within their category, so per-category speed is measured, not apportioned. In each
 repeat every batch is decoded by every decoder, in an order rotated by batch and repeat, so slow drifts of
 the machine hit all decoders alike. A decoder's time is the sum over batches of each batch's median over
@@ -32,6 +38,7 @@ from .results import decode_stats
 
 log = logging.getLogger(__name__)
 REFERENCE = "greedy"
+WARMUP_TOKENS = 16  # new tokens per turn of a warm-up generation (module docstring)
 
 
 @dataclass
@@ -120,6 +127,7 @@ def run_bench(
     repeats: int = 3,
     threads: int | None = None,
     models: Mapping[str, LoadedModel] | None = None,
+    warmup_tokens: int = WARMUP_TOKENS,
 ) -> tuple[dict[str, Any], dict[str, list[GenerationResult]]]:
     """Benchmark `decoders` (name -> params) side by side on `loaded`, or on `models[name]` where given (a model
     trained from `loaded`, e.g. a paper's student, with the same tokenizer): every decoder decodes the same
@@ -139,7 +147,8 @@ def run_bench(
 
     for _ in range(warmup):
         for name in names:
-            generate_turns(built[name], on[name], [prompts[i] for i in batches[0]], max_new_tokens, stop)
+            first = [prompts[i] for i in batches[0]]
+            generate_turns(built[name], on[name], first, min(max_new_tokens, warmup_tokens), stop)
 
     gens: dict[str, list[GenerationResult | None]] = {n: [None] * len(prompts) for n in names}
     seconds: dict[str, list[list[float]]] = {n: [[0.0] * repeats for _ in batches] for n in names}
@@ -197,6 +206,7 @@ def run_bench(
         "max_new_tokens": max_new_tokens,
         "batch_size": batch_size,
         "warmup": warmup,
+        "warmup_tokens": min(max_new_tokens, warmup_tokens),
         "repeats": repeats,
         "threads": torch.get_num_threads(),
         "decoders": summary,

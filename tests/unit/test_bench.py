@@ -81,6 +81,28 @@ def test_labels_let_one_method_run_with_several_settings(tiny_llama):
     assert row["identical_to_greedy"] is True
 
 
+def test_warmup_decodes_the_first_batch_once_per_decoder_up_to_warmup_tokens(tiny_llama, monkeypatch):
+    """The warm-up runs every decoder on the first batch `warmup` times at up to `warmup_tokens` new tokens, then
+    the measured repeats decode at `max_new_tokens`."""
+    import mtp_core.bench as bench
+
+    calls = []
+    real = bench.generate_turns
+
+    def spy(decoder, loaded, batch, max_new_tokens, stop):
+        calls.append((type(decoder).__name__, [p.id for p in batch], max_new_tokens))
+        return real(decoder, loaded, batch, max_new_tokens, stop)
+
+    monkeypatch.setattr(bench, "generate_turns", spy)
+    prompts = encode_prompts(tiny_llama, ROWS)
+    summary, _ = run_bench(tiny_llama, {"greedy": {}}, prompts, 8, batch_size=2, warmup=2, repeats=1, warmup_tokens=3)
+    assert calls[:2] == [("GreedyDecoder", ["a", "c"], 3)] * 2
+    assert [c[2] for c in calls[2:]] == [8, 8]  # the measured batches (a, c) and (b)
+    assert summary["warmup_tokens"] == 3
+    _, _ = run_bench(tiny_llama, {"greedy": {}}, prompts[:1], 2, warmup=1, repeats=1)
+    assert calls[4][2] == 2  # never longer than the measured generation
+
+
 TWO_TURNS = [
     {"id": "mt", "category": "writing", "prompt": "write a haiku", "turns": ["write a haiku", "now make it sadder"]},
     {"id": "st", "category": "writing", "prompt": "write a limerick"},
