@@ -125,3 +125,27 @@ def test_only_the_right_anchoring_drafts(drafter_friendly):
     assert wrong["StaleMean"].tokens_per_forward < right.tokens_per_forward - 0.4
     assert wrong["RootChain"].tokens_per_forward < right.tokens_per_forward - 0.1
     assert sum(a > 1 for a in wrong["RootChain"].accepted) < sum(a > 1 for a in right.accepted)
+
+
+def test_each_probe_hangs_on_the_last_accepted_node(drafter_friendly, monkeypatch):
+    """The anchor itself, not only the speed it buys: after every verification the next probe reads the mask chain
+    of that verification's last accepted node (with one draft node: node 1 after an accepted draft, the root 0
+    after a rejection). Wrong version (b) above anchors every probe on the root and fails here on each accepted
+    draft, however small its speed loss."""
+    import mtp_core.papers.p3.probing as probing
+
+    anchors = []
+    real = probing.anchored_mask_logits
+
+    def spy(extra_logits, last_node, masks_per_step):
+        anchors.append(int(last_node[0]))
+        return real(extra_logits, last_node, masks_per_step)
+
+    monkeypatch.setattr(probing, "anchored_mask_logits", spy)
+    model, tok = drafter_friendly
+    prompt = tok(PROMPT + "0123").input_ids
+    right = ProbingDecoder(model, tok, strategy="prompt_mean", alpha=ALPHA, bc=4).generate([prompt], 40, StopCriteria())
+    accepted = right[0].accepted  # per forward, the prefill first; the probe after forward i >= 1 reads its node
+    # every verification but the last (whose next step has no room to draft) is followed by one anchored probe
+    assert len(anchors) == len(accepted) - 3 and sum(anchors) >= 10, (anchors, accepted)
+    assert anchors == [1 if a > 1 else 0 for a in accepted[1 : 1 + len(anchors)]], (anchors, accepted)
