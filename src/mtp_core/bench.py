@@ -145,10 +145,10 @@ def run_bench(
     batches = make_batches(prompts, batch_size)
     names = list(built)
 
+    warm_batch, warm_tokens = [prompts[i] for i in batches[0]], min(max_new_tokens, warmup_tokens)
     for _ in range(warmup):
         for name in names:
-            first = [prompts[i] for i in batches[0]]
-            generate_turns(built[name], on[name], first, min(max_new_tokens, warmup_tokens), stop)
+            generate_turns(built[name], on[name], warm_batch, warm_tokens, stop)
 
     gens: dict[str, list[GenerationResult | None]] = {n: [None] * len(prompts) for n in names}
     seconds: dict[str, list[list[float]]] = {n: [[0.0] * repeats for _ in batches] for n in names}
@@ -206,7 +206,7 @@ def run_bench(
         "max_new_tokens": max_new_tokens,
         "batch_size": batch_size,
         "warmup": warmup,
-        "warmup_tokens": min(max_new_tokens, warmup_tokens),
+        "warmup_tokens": warm_tokens,
         "repeats": repeats,
         "threads": torch.get_num_threads(),
         "decoders": summary,

@@ -23,6 +23,7 @@ from ..conftest import tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 PROMPT, DIGITS, ALPHA = "qwertyuiop", "0123456789", 0.5
+PARAMS = {"strategy": "prompt_mean", "alpha": ALPHA, "bc": 4}  # one draft node: the mask's top-1 must be right
 
 
 def _digits(start: int, n: int) -> str:
@@ -107,13 +108,12 @@ class StaleMean(ProbingDecoder):
 
 def test_only_the_right_anchoring_drafts(drafter_friendly):
     model, tok = drafter_friendly
-    prompt = tok(PROMPT + "0123").input_ids
-    params = {"strategy": "prompt_mean", "alpha": ALPHA, "bc": 4}  # one draft node: the mask's top-1 must be right
-    right = ProbingDecoder(model, tok, **params).generate([prompt], 40, StopCriteria())[0]
+    prompt = tok(PROMPT + DIGITS[:4]).input_ids
+    right = ProbingDecoder(model, tok, **PARAMS).generate([prompt], 40, StopCriteria())[0]
     assert tok.decode(right.tokens).startswith("4567890123"), tok.decode(right.tokens)  # the model continues digits
     assert right.tokens_per_forward >= 1.6, right.accepted  # at most 2 with one mask: a draft and the bonus
     wrong = {
-        cls.__name__: cls(model, tok, **params).generate([prompt], 40, StopCriteria())[0]
+        cls.__name__: cls(model, tok, **PARAMS).generate([prompt], 40, StopCriteria())[0]
         for cls in (PrefillReuse, RootChain, StaleMean)
     }
     for name, g in wrong.items():
@@ -143,8 +143,8 @@ def test_each_probe_hangs_on_the_last_accepted_node(drafter_friendly, monkeypatc
 
     monkeypatch.setattr(probing, "anchored_mask_logits", spy)
     model, tok = drafter_friendly
-    prompt = tok(PROMPT + "0123").input_ids
-    right = ProbingDecoder(model, tok, strategy="prompt_mean", alpha=ALPHA, bc=4).generate([prompt], 40, StopCriteria())
+    prompt = tok(PROMPT + DIGITS[:4]).input_ids
+    right = ProbingDecoder(model, tok, **PARAMS).generate([prompt], 40, StopCriteria())
     accepted = right[0].accepted  # per forward, the prefill first; the probe after forward i >= 1 reads its node
     # one anchored probe follows every verification but the last two (after the second to last one token is left:
     # no room to draft; nothing follows the last)
