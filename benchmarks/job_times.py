@@ -5,13 +5,20 @@ wall clock is submit + wait). A group is a paper (`p1`..`p5`), the leaderboard, 
 the prepared and fine-tuned models (done once for all papers) and the foundation's decoding and evaluation.
 Table and figure rules have no benchmark file (seconds each). Prints one Markdown table; `--csv` writes it too.
 
+`--leaderboard-rows` charges each paper for its own leaderboard rows: a leaderboard job's wall and CPU time are
+split over its rows in proportion to the decoding wall each row's result records (`decode_stats.wall_s`), the
+rows' paper taking its share and the shared rows (greedy, the n-gram baselines: paper `base`) staying with the
+leaderboard. A split job counts once in every group it is split over, and once in the total.
+
     .venv/bin/python benchmarks/job_times.py                   # results/benchmarks of the embedded run
     .venv/bin/python benchmarks/job_times.py --results /tmp/run/results --by-rule
+    .venv/bin/python benchmarks/job_times.py --leaderboard-rows
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -54,13 +61,48 @@ def job_times(results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def row_walls(results: Path, prompt_set: str) -> dict[str, float]:
+    """Decoding wall seconds per paper (`base` for the shared rows) of one leaderboard job's row results."""
+    files = sorted(results.glob(f"decode/leaderboard/*/prompts-{prompt_set}/*.json"))
+    if not files:
+        raise ValueError(f"{results}/decode/leaderboard/*/prompts-{prompt_set}/: no row results to split the job by")
+    walls: dict[str, float] = {}
+    for f in files:
+        d = json.loads(f.read_text())
+        walls[d["paper"]] = walls.get(d["paper"], 0.0) + float(d["decode_stats"]["wall_s"])
+    return walls
+
+
+def split_leaderboard(jobs: pd.DataFrame, results: Path) -> pd.DataFrame:
+    """`jobs` with every leaderboard job replaced by one row per paper (module docstring, `--leaderboard-rows`)."""
+    rows = []
+    for job in jobs.to_dict("records"):
+        if job["rule"] != "leaderboard/decode":
+            rows.append(job)
+            continue
+        walls = row_walls(results, Path(job["job"]).name)
+        total = sum(walls.values())
+        for paper, wall in sorted(walls.items()):
+            share = wall / total
+            group = "leaderboard" if paper == "base" else paper
+            rows.append({**job, "group": group, "wall_s": job["wall_s"] * share, "cpu_s": job["cpu_s"] * share})
+    return pd.DataFrame(rows)
+
+
 def summary(jobs: pd.DataFrame, by: str) -> pd.DataFrame:
     out = jobs.groupby(by, sort=True).agg(
-        jobs=("job", "count"), wall_min=("wall_s", "sum"), cpu_min=("cpu_s", "sum"), max_rss_mb=("max_rss_mb", "max")
+        jobs=("job", "nunique"), wall_min=("wall_s", "sum"), cpu_min=("cpu_s", "sum"), max_rss_mb=("max_rss_mb", "max")
     )
     out[["wall_min", "cpu_min"]] = (out[["wall_min", "cpu_min"]] / 60).round(1)
     total = pd.DataFrame(
-        [[out["jobs"].sum(), out["wall_min"].sum().round(1), out["cpu_min"].sum().round(1), out["max_rss_mb"].max()]],
+        [
+            [
+                jobs["job"].nunique(),
+                out["wall_min"].sum().round(1),
+                out["cpu_min"].sum().round(1),
+                out["max_rss_mb"].max(),
+            ]
+        ],
         columns=out.columns,
         index=["total"],
     )
@@ -71,9 +113,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--by-rule", action="store_true", help="one row per rule folder instead of per group")
+    ap.add_argument("--leaderboard-rows", action="store_true", help="charge each paper for its leaderboard rows")
     ap.add_argument("--csv", type=Path, help="also write the table here")
     args = ap.parse_args()
-    table = summary(job_times(args.results), "rule" if args.by_rule else "group")
+    jobs = job_times(args.results)
+    if args.leaderboard_rows:
+        jobs = split_leaderboard(jobs, args.results)
+    table = summary(jobs, "rule" if args.by_rule else "group")
     print(table.to_markdown())
     if args.csv:
         table.to_csv(args.csv)

@@ -117,3 +117,20 @@ def toy_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callback
 
 METHOD = Method("toy", "tests.toy_method:toy_entry", "tests.toy_method:toy_check")
 TOY = "tests.toy_method:METHOD"  # the method as `launch` and the command line name it
+
+# Settings of a short toy run (12 steps of 4 micro-batches), as the launcher tests pass them.
+TRAIN = {
+    "max_steps": 12,
+    "global_batch_size": 8,
+    "micro_batch_size": 2,
+    "lr": 0.02,
+    "warmup_steps": 2,
+    "checkpoint_every": 5,
+    "progress": False,
+    "log_every": 0,
+}
+
+
+def toy(**kw):
+    train_kw = kw.pop("train", {})
+    return {"train": {**TRAIN, **train_kw}, **kw}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 
@@ -50,3 +51,35 @@ def test_empty_benchmark_file_named(tmp_path):
     path.write_text(HEADER)
     with pytest.raises(ValueError, match="p1/train/main.tsv: no measurement row"):
         job_times.job_times(tmp_path)
+
+
+def row_result(results, prompt_set: str, name: str, paper: str, wall: float) -> None:
+    path = results / "decode/leaderboard/m" / f"prompts-{prompt_set}" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"paper": paper, "decode_stats": {"wall_s": wall}}))
+
+
+def test_leaderboard_rows_charged_to_their_papers(tmp_path):
+    bench(tmp_path / "benchmarks/leaderboard/decode/math.tsv", 100, 180, rss=700)
+    bench(tmp_path / "benchmarks/p1/train/main.tsv", 60, 120)
+    for name, paper, wall in [
+        ("greedy", "base", 10),
+        ("pld", "base", 10),
+        ("p1-main-k2", "p1", 20),
+        ("p3-x", "p3", 40),
+    ]:
+        row_result(tmp_path, "math", name, paper, wall)
+    jobs = job_times.split_leaderboard(job_times.job_times(tmp_path), tmp_path)
+    by_group = job_times.summary(jobs, "group")
+    # 100 s split 20 : 20 : 40 over base (the leaderboard), p1 and p3; the CPU seconds in the same shares
+    assert by_group.loc["leaderboard", "wall_min"] == round(25 / 60, 1) and by_group.loc["p3", "wall_min"] == 0.8
+    assert by_group.loc["p1", "wall_min"] == round((60 + 25) / 60, 1) and by_group.loc["p1", "jobs"] == 2
+    assert by_group.loc["p3", "cpu_min"] == round(180 * 0.5 / 60, 1) and by_group.loc["p3", "max_rss_mb"] == 700
+    assert by_group.loc["total", "jobs"] == 2 and by_group.loc["total", "wall_min"] == pytest.approx(2.6)
+    assert jobs["wall_s"].sum() == pytest.approx(160)
+
+
+def test_leaderboard_rows_missing_named(tmp_path):
+    bench(tmp_path / "benchmarks/leaderboard/decode/specbench.tsv", 100, 180)
+    with pytest.raises(ValueError, match="prompts-specbench/: no row results"):
+        job_times.split_leaderboard(job_times.job_times(tmp_path), tmp_path)

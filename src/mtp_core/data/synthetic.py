@@ -1,8 +1,8 @@
 """Synthetic MetaMathQA-style math data, deterministic in a seed.
 
 MetaMathQA (Yu et al. 2023) bootstraps GSM8K/MATH questions with four augmentation types; here the seed
-problems come from the word-problem templates (`templates.py`) and every augmentation is generated with
-exact arithmetic, so every answer is known:
+problems come from the word-problem templates (`data/templates/`, one table per theme) and every augmentation is
+generated with exact arithmetic, so every answer is known:
 
 - `SYN_Seed`: the seed question with its canonical step-by-step solution;
 - `SYN_AnsAug` (answer augmentation): the same question, a differently worded / ordered correct solution;
