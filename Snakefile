@@ -18,6 +18,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/hub_mirror.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/decode.smk"

@@ -84,3 +84,23 @@ def read_config(path: str | os.PathLike) -> dict:
         raise ConfigError(f"{path}: expected a mapping at the top level")
     validate_schema(config)
     return config
+
+
+# The hub mirror (config section `hub_mirror`, the rehearsal's stand-ins for the hub; `mtp_core.hub_mirror`):
+# one place for where its folders live, read by the rules that write them and the jobs that read them.
+HUB_MIRROR_DIR = "results/hub"
+HUB_KINDS = ("models", "heads", "datasets", "files")
+
+
+def hub_mirror_path(kind: str, key: str) -> str:
+    """Where the stand-in of hub model / heads / dataset id `key`, or of file `key` (its file name), is written."""
+    if kind not in HUB_KINDS:
+        raise ValueError(f"hub mirror kind {kind!r} is not one of {', '.join(HUB_KINDS)}")
+    return f"{HUB_MIRROR_DIR}/{kind}/{key}"
+
+
+def hub_task_datasets(config: dict, task: str) -> dict[str, str]:
+    """{hub dataset id: stand-in folder} of the mirrored datasets lm-eval task `task` reads (`hub_mirror.datasets.
+    <id>.tasks`); empty without a mirror. The evaluation reads them in place of the hub (`evaluate.hub_data`)."""
+    datasets = (config.get("hub_mirror") or {}).get("datasets") or {}
+    return {i: hub_mirror_path("datasets", i) for i, d in datasets.items() if task in (d.get("tasks") or ())}

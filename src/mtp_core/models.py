@@ -129,23 +129,39 @@ def without_default_system(tokenizer: Any, name: str) -> None:
     tokenizer.chat_template = CHATML_TEMPLATE
 
 
-def tiny_tokenizer() -> Any:
-    """A byte-level tokenizer (3 ChatML specials + 256 bytes) for tiny random models: offline, lossless."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+def byte_level_tokenizer(
+    specials: tuple[str, ...],
+    *,
+    eos: str,
+    pad: str | None = None,
+    bos: str | None = None,
+    unk: str | None = None,
+    chat_template: str | None = None,
+) -> Any:
+    """A byte-level BPE tokenizer without merges (`specials` first, then the 256 bytes): offline and lossless.
+    `bos` is prepended to every encoding with special tokens (as Llama's tokenizers do to raw text)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {tok: i for i, tok in enumerate(TINY_SPECIAL_TOKENS)}
+    vocab = {tok: i for i, tok in enumerate(specials)}
     for b, ch in _bytes_to_unicode().items():
-        vocab[ch] = len(TINY_SPECIAL_TOKENS) + b
+        vocab[ch] = len(specials) + b
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
-    core.add_special_tokens(list(TINY_SPECIAL_TOKENS))
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|im_end|>", bos_token=None, unk_token=None
-    )
-    tok.chat_template = CHATML_TEMPLATE
+    core.add_special_tokens(list(specials))
+    if bos is not None:
+        core.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])]
+        )
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, pad_token=pad, bos_token=bos, unk_token=unk)
+    tok.chat_template = chat_template
     return tok
+
+
+def tiny_tokenizer() -> Any:
+    """The tokenizer of tiny random models: byte-level, 3 ChatML specials + 256 bytes, ChatML template."""
+    return byte_level_tokenizer(TINY_SPECIAL_TOKENS, eos="<|im_end|>", pad="<|im_end|>", chat_template=CHATML_TEMPLATE)
 
 
 def tiny_model(spec: dict) -> Any:

@@ -7,16 +7,19 @@ from snakemake.utils import validate
 
 from mtp_core import model_plan, registry
 from mtp_core.leaderboard import targets as leaderboard_targets
-from mtp_core.config import ConfigError, config_hash, model_spec
+from mtp_core.config import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec
 from mtp_core.config import dataset_on_bad_row as on_bad_row_of
 from mtp_core.data.rows import train_data_path
 from mtp_core.train.launch.settings import LauncherConfig
 from mtp_core.evaluate.tasks import task_dataset
+from mtp_core.hub_mirror import plan as hub_mirror
 from mtp_core.validation import check_references
 
 
 validate(config, "../schemas/config.schema.yaml")
 try:
+    hub_mirror.check(config)
+    hub_mirror.apply(config)  # the rehearsal: hub references -> their stand-ins in results/hub/ (no mirror: nothing)
     check_references(config)
 except ConfigError as e:
     raise WorkflowError(f"invalid config: {e}")
@@ -64,9 +67,14 @@ def model_dir(name):
 
 
 def model_input(name):
-    """Input list of a rule that loads model `name`."""
+    """Input list of a rule that loads model `name` (its prepared checkpoint, or its hub stand-in)."""
     d = model_dir(name)
-    return [d] if d else []
+    return [d] if d else hub_mirror.inputs(config, config["models"][name].get("path"))
+
+
+def hub_task_inputs(task):
+    """The hub stand-ins lm-eval task `task` reads (rule inputs; none without a mirror)."""
+    return list(hub_task_datasets(config, task).values())
 
 
 def dataset_kind(name):
@@ -115,13 +123,22 @@ def evaluation_results():
     return [decode_result(e["model"], task, dec) for task in e["tasks"] for dec in e["decoders"]]
 
 
-def eval_inputs(wildcards):
-    """Model checkpoint and, for local tasks, the test split the task reads."""
-    inputs = {"model": model_input(wildcards.model)}
-    dataset = task_dataset(config, wildcards.task)
+def task_inputs(task, key="data"):
+    """What evaluation task `task` reads from this workflow: a local task's test split ({key: split}) and the hub
+    stand-ins of its datasets ({f"{key}_hub": [...]}, the rehearsal)."""
+    inputs = {}
+    dataset = task_dataset(config, task)
     if dataset is not None:
-        inputs["data"] = math_split(dataset, "test")
+        inputs[key] = math_split(dataset, "test")
+    hub = hub_task_inputs(task)
+    if hub:
+        inputs[f"{key}_hub"] = hub
     return inputs
+
+
+def eval_inputs(wildcards):
+    """Model checkpoint and what the task reads (`task_inputs`)."""
+    return {"model": model_input(wildcards.model), **task_inputs(wildcards.task)}
 
 
 def all_targets():
@@ -146,8 +163,11 @@ def dataset_local_inputs(name):
     """Local files or directories a dataset reads (MetaMathQA / GSM8K files, a FineWeb directory), as rule
     inputs so that editing them reruns the preparation; hub ids are not files and give nothing."""
     ds = config["datasets"][name]
-    paths = [ds.get("path"), ds.get("test", {}).get("path")] if ds["kind"] in ("metamathqa", "pretrain_text") else []
-    return [p for p in paths if p and Path(p).exists()]
+    if ds["kind"] not in ("metamathqa", "pretrain_text", "sharegpt"):
+        return []
+    paths = [ds.get("path"), ds.get("test", {}).get("path")]
+    paths = [q for p in paths for q in (p if isinstance(p, list) else [p]) if q]
+    return [p for p in paths if Path(p).exists()] + hub_mirror.inputs(config, paths)
 
 
 def pretrain_rows_input(name):

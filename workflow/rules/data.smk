@@ -31,6 +31,8 @@ rule prepare_math:
 # The (query, response) rows a training on a conversation dataset reads (fine-tunes, paper 1's Magpie run):
 # the first user/assistant turn pair of each conversation.
 rule chat_rows:
+    input:
+        lambda wc: dataset_local_inputs(wc.dataset),
     output:
         train=train_data_path("{dataset}"),
         report=f"{RESULTS}/data/{{dataset}}/train_rows_report.json",
@@ -111,6 +113,8 @@ for _name, _ps in config["prompt_sets"].items():
         rule:
             name:
                 f"fetch_prompts_{_name}"
+            input:
+                hub_mirror.inputs(config, _ps["url"]),
             output:
                 _ps["path"],
             params:

@@ -49,9 +49,8 @@ def p1_train_inputs(wildcards):
 
 
 def p1_task_data(task):
-    """{"data": test split} for a local task, else {}."""
-    dataset = task_dataset(config, task)
-    return {"data": math_split(dataset, "test")} if dataset is not None else {}
+    """What the task reads (`task_inputs`: a local task's test split, hub stand-ins)."""
+    return task_inputs(task)
 
 
 def p1_eval_inputs(wildcards):

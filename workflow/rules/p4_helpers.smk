@@ -63,9 +63,7 @@ def p4_eval_inputs(wildcards):
     inputs = {"weights": [checkpoint] if checkpoint else model_input(p4plan.label_model(config, label))}
     inputs["validation"] = math_split(p4plan.tf_dataset(config), "validation")
     for task in p4plan.tasks(config):
-        dataset = task_dataset(config, task)
-        if dataset is not None:
-            inputs[f"task_{task}"] = math_split(dataset, "test")
+        inputs.update(task_inputs(task, f"task_{task}"))
     return inputs
 
 

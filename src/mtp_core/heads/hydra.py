@@ -258,3 +258,38 @@ def load_hydra_checkpoint(
     )
     heads.load_state_dict(ours)
     return heads
+
+
+def hydra_checkpoint(heads: HydraHeads, base_model: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(state dict, config.json) of `heads` in the published layout that `load_hydra_checkpoint` reads (own output
+    heads only): what a stand-in of a published checkpoint is written from (`mtp_core.hub_mirror`). The prefix
+    layer's unused embedding table, which the published file carries, is written at the output heads' size."""
+    cfg = heads.config
+    if cfg["lm_head"] != "own" or cfg["draft_vocab"] is not None:
+        raise ValueError("hydra_checkpoint: the published layout has own output heads over the whole vocabulary")
+    ours = heads.state_dict()
+    state: dict[str, torch.Tensor] = {}
+    for key, value in ours.items():
+        if key.startswith("prefix.layer."):
+            state[_PREFIX + "layers.0." + key[len("prefix.layer.") :]] = value.clone()
+        elif key.startswith("prefix.norm."):
+            state[_PREFIX + key[len("prefix.") :]] = value.clone()
+        elif m := re.match(r"^mlps\.(\d+)\.cond\.(linear|res)\.(weight|bias)$", key):
+            name = "res_connection" if m.group(2) == "res" else "linear"
+            state[f"hydra_mlp.{m.group(1)}.0.{name}.{m.group(3)}"] = value.clone()
+        elif m := re.match(r"^mlps\.(\d+)\.blocks\.(\d+)\.linear\.(weight|bias)$", key):
+            state[f"hydra_mlp.{m.group(1)}.{int(m.group(2)) + 1}.linear.{m.group(3)}"] = value.clone()
+        elif m := re.match(r"^out\.own\.(\d+)\.(weight|bias)$", key):
+            state[f"hydra_lm_head.{m.group(1)}.{m.group(2)}"] = value.clone()
+        else:
+            raise ValueError(f"hydra_checkpoint: no published name for {key!r}")
+    if heads.prefix is not None:
+        state[_PREFIX + "embed_tokens.weight"] = torch.zeros_like(ours["out.own.0.weight"])
+    config = {
+        "hydra_num_heads": heads.num_heads,
+        "hydra_num_layers": int(cfg["num_layers"]),
+        "hydra_head_arch": "prefix-mlp" if heads.prefix is not None else "mlp",
+        "grounded_heads": True,
+        "base_model_name_or_path": base_model,
+    }
+    return state, config

@@ -133,3 +133,22 @@ def load_medusa_checkpoint(state: Mapping[str, torch.Tensor], hidden_size: int, 
         ours[f"out.own.{head}.weight"] = w
     out.load_state_dict(ours)
     return out
+
+
+def medusa_checkpoint(heads: MedusaHeads, base_model: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(state dict, config.json) of `heads` in the published layout that `load_medusa_checkpoint` reads (own,
+    bias-free output heads over the whole vocabulary): what a stand-in of a published checkpoint is written from."""
+    cfg = heads.config
+    if cfg["lm_head"] != "own" or cfg["draft_vocab"] is not None:
+        raise ValueError("medusa_checkpoint: the published layout has own output heads over the whole vocabulary")
+    layers = int(cfg["num_layers"])
+    state: dict[str, torch.Tensor] = {}
+    for key, value in heads.state_dict().items():
+        if m := re.match(r"^blocks\.(\d+)\.(\d+)\.linear\.(weight|bias)$", key):
+            state[f"{m.group(1)}.{m.group(2)}.linear.{m.group(3)}"] = value.clone()
+        elif m := re.match(r"^out\.own\.(\d+)\.weight$", key):
+            state[f"{m.group(1)}.{layers}.weight"] = value.clone()
+        else:
+            raise ValueError(f"medusa_checkpoint: no published name for {key!r}")
+    config = {"medusa_num_heads": heads.num_heads, "medusa_num_layers": layers, "base_model_name_or_path": base_model}
+    return state, config
