@@ -201,11 +201,72 @@ def test_am_thinking_files_share_one_schema(standins, tmp_path):
     assert features[0] == features[1]
 
 
+def _rows(standins, hub_id: str, name: str | None, split: str) -> list[dict]:
+    folder = str(standins[hub_id])
+    return list(datasets.load_dataset(folder, name=name, split=split, cache_dir=local_cache_dir(folder)))
+
+
+def _answer_shape(answer: str) -> str:
+    """The format class of a BBH answer."""
+    for shape, pattern in (
+        ("bool", r"True|False"),
+        ("Yes/No", r"Yes|No"),
+        ("yes/no", r"yes|no"),
+        ("validity", r"valid|invalid"),
+        ("option", r"\([A-R]\)"),
+        ("integer", r"-?\d+"),
+        ("closers", r"[)\]}>]( [)\]}>])*"),
+        ("words", r"[a-z]+( [a-z]+)+"),
+    ):
+        if re.fullmatch(pattern, answer):
+            return shape
+    raise AssertionError(f"unknown BBH answer format: {answer!r}")
+
+
+@pytest.mark.parametrize("subtask", BBH)
+def test_bbh_targets_have_the_format_of_lm_evals_exemplar_answers(standins, subtask):
+    """The answers of the subtask's few-shot exemplars in lm-eval's YAML ("So the answer is X.") set the format."""
+    exemplars = yaml.safe_load((STOCK / f"bbh/cot_fewshot/{subtask}.yaml").read_text())["fewshot_config"]["samples"]
+    shapes = {_answer_shape(re.search(r"the answer is (.*)\.$", e["target"]).group(1)) for e in exemplars}
+    for row in _rows(standins, "SaylorTwift/bbh", subtask, "test"):
+        assert {_answer_shape(row["target"])} == shapes, (subtask, row["target"])
+        if shapes == {"option"}:
+            assert f"\n{row['target']} " in row["input"]  # the key is one of the listed options
+        if shapes == {"words"}:
+            assert row["target"].split() == sorted(row["target"].split())
+
+
+def test_multiple_choice_rows_have_a_valid_key(standins):
+    for config in ("ARC-Easy", "ARC-Challenge"):
+        for row in _rows(standins, "allenai/ai2_arc", config, "test"):
+            labels = row["choices"]["label"]
+            assert row["answerKey"] in labels and len(set(row["choices"]["text"])) == len(labels) == 4
+    for row in _rows(standins, "Idavidrein/gpqa", "gpqa_main", "train"):
+        options = {row["Correct Answer"], *(row[f"Incorrect Answer {i}"] for i in (1, 2, 3))}
+        assert len(options) == 4  # lm-eval finds the correct one among the shuffled four by its text
+    for split, keys in (("validation", {"1", "2"}), ("test", {""})):
+        assert {r["answer"] for r in _rows(standins, "allenai/winogrande", "winogrande_xl", split)} <= keys
+
+
+def test_ifeval_instructions_need_no_download(standins):
+    """lm-eval's checks of these instructions need NLTK's punkt data (not downloadable offline) or langdetect
+    (random answers on short texts): the stand-in uses none of them."""
+    needs = {
+        "length_constraints:number_sentences",
+        "change_case:capital_word_frequency",
+        "language:response_language",
+        "change_case:english_capital",
+        "change_case:english_lowercase",
+    }
+    rows = _rows(standins, "google/IFEval", None, "train")
+    assert all(r["instruction_id_list"] and not needs & set(r["instruction_id_list"]) for r in rows)
+    assert all(len(r["kwargs"]) == len(r["instruction_id_list"]) for r in rows)
+
+
 def test_coqa_turns_line_up(standins):
     """What lm-eval's coqa reads (its task cannot load under transformers 5, `test_hub_tasks.py`): one answer and
     three additional answers per question, each answer's rationale a span of the story."""
-    folder = str(standins["EleutherAI/coqa"])
-    for row in datasets.load_dataset(folder, split="validation", cache_dir=local_cache_dir(folder)):
+    for row in _rows(standins, "EleutherAI/coqa", None, "validation"):
         turns = len(row["questions"]["input_text"])
         assert turns >= 2 and row["questions"]["turn_id"] == list(range(1, turns + 1))
         assert sorted(row["additional_answers"]) == ["0", "1", "2"]
