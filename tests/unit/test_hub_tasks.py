@@ -208,6 +208,15 @@ def test_redirect_reads_the_mapped_folder_and_passes_the_rest_through(folders, t
     assert by_position["question"] == expected["question"]
 
 
+def test_redirect_reads_a_rewritten_folder_anew(tmp_path):
+    """Not the rows datasets cached for an earlier folder of the same name (it names a local folder's cache by its
+    base name alone)."""
+    for root, rows in (("a", 2), ("b", 3), ("a", 4)):
+        folder = write_dataset_standin("math-ai/aime25", tmp_path / root / "math-ai__aime25", rows, seed=rows)
+        with hub_datasets_from({"math-ai/aime25": folder}):
+            assert len(datasets.load_dataset("math-ai/aime25", split="test")) == rows
+
+
 def test_redirect_restores_load_dataset_on_exit_and_on_error(folders):
     original = datasets.load_dataset
     with hub_datasets_from(folders):
