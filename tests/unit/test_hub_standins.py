@@ -27,6 +27,7 @@ from mtp_core.io import BadRowError, InputError, ReadReport
 
 from ..conftest import REPO
 
+pytestmark = pytest.mark.usefixtures("datasets_cache_in_tmp")
 ROWS = 4
 STOCK = Path(lm_eval.tasks.__file__).parent
 # the 27 subtasks of lm-eval's bbh_cot_fewshot group

@@ -23,6 +23,7 @@ from mtp_core.evaluate.hub_data import hub_datasets_from
 from mtp_core.evaluate.tasks import task_manager_for
 from mtp_core.hub_mirror.datasets import write_dataset_standin
 
+pytestmark = pytest.mark.usefixtures("datasets_cache_in_tmp")
 ROWS = 3
 STOCK = Path(lm_eval.tasks.__file__).parent
 IFEVAL_READY = all(importlib.util.find_spec(m) for m in ("langdetect", "immutabledict"))
