@@ -10,10 +10,10 @@ targets have the subtask's answer format), never the real data. Nothing is downl
 Repo layouts (from the hub repos' cards and file lists): MetaMathQA one JSON array; GSM8K `main/` and `socratic/`
 parquet; FineWeb-Edu `sample/350BT/` parquet (config `sample-350BT`); AM-Thinking-v1-Distilled JSONL at the root,
 one file per category (its file list could not be read: `math.jsonl` and `chat.jsonl` are our guess, the row shape
-follows the team's AM-DeepSeek-R1-Distilled card: `conversations` of human/assistant turns with `info`); Magpie `data/train-*.parquet`; AIME25 `test.jsonl`; GPQA
-one CSV per config (split train); BBH `<subtask>/test-*.parquet`; IFEval `ifeval_input_data.jsonl` (split train);
-CNN/DailyMail `3.0.0/` parquet; ARC `ARC-Easy/` and `ARC-Challenge/` parquet; WinoGrande `winogrande_xl/` parquet;
-CoQA `coqa_train.parquet` and `coqa_validation.parquet`.
+follows the team's AM-DeepSeek-R1-Distilled card: `conversations` of human/assistant turns with `info`); Magpie
+`data/train-*.parquet`; AIME25 `test.jsonl`; GPQA one CSV per config (split train); BBH `<subtask>/test-*.parquet`;
+IFEval `ifeval_input_data.jsonl` (split train); CNN/DailyMail `3.0.0/` parquet; ARC `ARC-Easy/` and `ARC-Challenge/`
+parquet; WinoGrande `winogrande_xl/` parquet; CoQA `coqa_train.parquet` and `coqa_validation.parquet`.
 """
 
 from __future__ import annotations
