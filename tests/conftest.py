@@ -65,6 +65,17 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+@pytest.fixture(scope="module")
+def datasets_cache_in_tmp(tmp_path_factory):
+    """`datasets` writes the Arrow caches of the module's local datasets under a temporary folder, not into the
+    user's cache (`mtp_core.data.records.local_cache_dir` names a new one for every folder written)."""
+    import datasets
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path_factory.mktemp("hf_datasets_cache"))
+        yield
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 

@@ -82,6 +82,7 @@ rule p5_train_heads:
 rule p5_import_heads:
     input:
         model=model_input(p5plan.model(config)) if P5 else [],
+        stand_in=lambda wc: hub_mirror.inputs(config, p5plan.heads_spec(config, wc.heads).get("path")),
     output:
         heads=directory(p5plan.heads_dir("{heads}")),
     params:

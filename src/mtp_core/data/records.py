@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..io import BadRowError, ReadReport, read_jsonl, validated
+from ..io import BadRowError, ReadReport, read_jsonl, stable_hash, validated
 
 log = logging.getLogger(__name__)
 Validator = Callable[[dict], None]
@@ -86,13 +86,33 @@ class DatasetLoadError(RuntimeError):
     """`datasets.load_dataset` failed; the message names the dataset, config and split."""
 
 
+def local_cache_dir(path: str | os.PathLike) -> str | None:
+    """For a local dataset directory, a `datasets` cache directory of its own, named by the directory's path and
+    its files' names, sizes and modification times; None for a hub id. datasets 5.x names the cache of a local
+    directory by the directory's base name and config alone, so a rewritten directory (or another one of the same
+    name, such as a hub stand-in written again with other rows) would load the rows cached the first time."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    import datasets
+
+    files = sorted(
+        (str(p.relative_to(folder)), st.st_size, st.st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+        for st in [p.stat()]
+    )
+    return str(Path(datasets.config.HF_DATASETS_CACHE) / "local" / stable_hash([str(folder.resolve()), files], 16))
+
+
 def load_hf(path: str, name: str | None, split: str, streaming: bool) -> Iterable[dict]:
-    """`datasets.load_dataset` of a hub id or a local directory, with an error that names what was asked for."""
+    """`datasets.load_dataset` of a hub id or a local directory (cached by its content: `local_cache_dir`), with an
+    error that names what was asked for."""
     import datasets
 
     log.info("loading %s (name=%s, split=%s, streaming=%s) with datasets", path, name, split, streaming)
     try:
-        return datasets.load_dataset(path, name=name, split=split, streaming=streaming)
+        return datasets.load_dataset(path, name=name, split=split, streaming=streaming, cache_dir=local_cache_dir(path))
     except Exception as e:
         hint = " (a local directory usually needs name: null)" if Path(path).is_dir() and name else ""
         raise DatasetLoadError(f"cannot load dataset {path!r} (name={name!r}, split={split!r}){hint}: {e}") from e

@@ -31,6 +31,8 @@ def packaged_path() -> Iterator[Path]:
 def check_turns(item: dict) -> None:
     """Row validator: `conversations` is a list of objects with string `from` and `value` (may be empty)."""
     turns = item.get("conversations")
+    if turns is None:
+        raise ValueError(f"missing field 'conversations' (fields: {', '.join(sorted(item)) or 'none'})")
     if not isinstance(turns, list):
         raise ValueError(f"field 'conversations' must be a list, got {type(turns).__name__}")
     for i, turn in enumerate(turns):

@@ -20,10 +20,11 @@ from typing import Any
 
 from lm_eval import simple_evaluate
 
-from ..config import config_hash
+from ..config import config_hash, hub_task_datasets
 from ..decoding import Decoder
 from ..models import LoadedModel
 from ..results import decode_stats, effective_k, make_result, sample_record, write_result
+from .hub_data import hub_datasets_from
 from .lm import MTPLM, RequestStats
 from .tasks import task_manager_for
 
@@ -87,7 +88,11 @@ def run_evaluation(
     log.info("evaluating %s on %s with %s (chat template %s)", loaded.name, task, lm.decoder.describe(), chat)
 
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="mtp-tasks-") as tmp, lean_env_info():
+    with (
+        tempfile.TemporaryDirectory(prefix="mtp-tasks-") as tmp,
+        lean_env_info(),
+        hub_datasets_from(hub_task_datasets(config, task)),  # the rehearsal: hub stand-ins (none: a no-op)
+    ):
         res = simple_evaluate(
             model=lm,
             tasks=[task],

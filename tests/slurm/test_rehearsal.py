@@ -1,0 +1,182 @@
+"""The rehearsal of the paper scale where our users run it: from an empty results directory,
+
+    snakemake --profile slurm --profile tests/slurm/ci all --configfile config/paper.yaml config/rehearsal.yaml
+
+on the CI cluster (tests/slurm/ci only adds the cluster's partition, account and CI-sized resources). The paper
+DAG at rehearsal sizes (README "Paper scale"): every training a Slurm job of 2 processes under its configured
+FSDP2, every table and figure of the paper config built and well formed, and one training (paper 1's main run)
+interrupted on purpose as a preemption does it (SIGTERM, then USR2), requeued and resumed.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from mtp_core.run_plan import launcher_settings
+from mtp_core.train.launch import interrupt_job
+
+from ..conftest import REPO
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster"), pytest.mark.timeout(3600)]
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+KILLED = "results/models/p1/main/train.json"  # the training interrupted on purpose
+
+# Every table and figure builder of the paper config (its `all`), written out by hand.
+TABLES = (
+    ["base/decoding", "base/evaluation", "leaderboard"]
+    + [f"p1/table{i}" for i in range(1, 6)]
+    + [f"p2/table{i}" for i in range(1, 9)]
+    + ["p3/table1", "p3/table2", "p3/pruning", "p3/strategies"]
+    + [f"p4/table{i}" for i in range(1, 6)]
+    + ["p5/table1", "p5/table2"]
+)
+FIGURES = (
+    ["base/decoding_speed", "leaderboard"]
+    + [f"p1/fig{i}" for i in range(5, 12)]
+    + [f"p2/fig{i}" for i in (3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14)]
+    + ["p3/fig2", "p3/fig4", "p3/fig5"]
+    + ["p4/fig4", "p4/fig5"]
+    + [f"p5/fig{i}" for i in range(1, 6)]
+)
+# Every decoder the paper config names (results record it as `decoder.name`).
+DECODERS = {
+    "greedy", "hf-greedy", "static-k", "conf-adapt", "mtp-spec", "prompt-lookup", "lookahead", "stand",
+    "probing", "dmtd", "medusa", "hydra", "entmtp",
+}  # fmt: skip
+
+
+def _yaml(name: str) -> dict:
+    return yaml.safe_load((REPO / name).read_text())
+
+
+def _steps(curves: Path) -> list[int]:
+    with curves.open() as f:
+        return [int(r["step"]) for r in csv.DictReader(f)]
+
+
+def _interrupt_once_training(work: Path, stop: threading.Event, out: dict) -> None:
+    """Interrupt the KILLED training once it has written its first step (its checkpoint_every is 1)."""
+    record, curves = work / KILLED, (work / KILLED).parent / "curves.csv"
+    while not stop.is_set():
+        job = Path(f"{record}.job.json")
+        if job.is_file() and curves.is_file() and len(_steps(curves)) >= 1:
+            try:
+                out["job_id"] = interrupt_job(record)
+                out["at_step"] = _steps(curves)[-1]
+            except Exception as e:  # the test then fails on the missing interruption, naming this
+                out["error"] = repr(e)
+            return
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    work = tmp_path_factory.mktemp("rehearsal")
+    cmd = [
+        sys.executable, "-m", "snakemake", "--profile", "slurm", "--profile", "tests/slurm/ci",
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--verbose", "all",
+        "--configfile", str(REPO / "config/paper.yaml"), str(REPO / "config/rehearsal.yaml"),
+    ]  # fmt: skip
+    log = work / "snakemake.log"
+    stop, interrupted = threading.Event(), {}
+    watcher = threading.Thread(target=_interrupt_once_training, args=(work, stop, interrupted), daemon=True)
+    t0 = time.monotonic()
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=fh, stderr=subprocess.STDOUT)
+        watcher.start()
+        try:
+            rc = proc.wait(timeout=3300)
+        finally:
+            stop.set()
+            if proc.poll() is None:
+                proc.kill()
+    print(f"rehearsal on Slurm: {time.monotonic() - t0:.0f} s")
+    if rc != 0:
+        raise AssertionError(f"the rehearsal exited {rc}:\n{log.read_text()[-8000:]}")
+    return work, interrupted
+
+
+def test_every_table_and_figure_is_built_and_well_formed(rehearsal):
+    work, _ = rehearsal
+    built = {str(p.relative_to(work / "results/tables"))[: -len(".csv")] for p in work.glob("results/tables/**/*.csv")}
+    assert built >= set(TABLES), sorted(set(TABLES) - built)
+    for name in TABLES:
+        with (work / f"results/tables/{name}.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        assert rows and len(rows[0]) >= 2, name
+        assert (work / f"results/tables/{name}.md").stat().st_size > 0, name
+        numbers = [c for c in rows[0] if all(_is_number(r[c]) for r in rows if r[c] not in ("", "nan"))]
+        for column in numbers:  # a column that holds numbers holds one in every row, never NaN
+            missing = [i for i, r in enumerate(rows) if r[column] in ("", "nan") or math.isnan(float(r[column]))]
+            assert not missing or all(r[column] == "" for r in rows), (name, column, missing)
+    for name in FIGURES:
+        for ext in ("png", "pdf"):
+            assert (work / f"results/figures/{name}.{ext}").stat().st_size > 1000, (name, ext)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_every_training_ran_its_configured_strategy_on_two_processes(rehearsal):
+    work, _ = rehearsal
+    paper = _yaml("config/paper.yaml")
+    merged = copy.deepcopy(paper)
+    update_config(merged, _yaml("config/rehearsal.yaml"))
+    records = sorted(work.glob("results/models/p*/*/train.json"))
+    assert {r.parent.parent.name for r in records} == {"p1", "p2", "p4"}, records
+    for path in records:
+        p, run = path.parent.parent.name, path.parent.name
+        rec = json.loads(path.read_text())
+        want = launcher_settings(paper, p, run)
+        size = launcher_settings(merged, p, run)
+        attempts = rec["attempts"]
+        assert attempts and attempts[-1]["status"] == "completed", (path, attempts)
+        for a in attempts:
+            assert a["cluster"] == "slurm" and a["strategy"] == want["strategy"] == "fsdp", (path, a)
+            assert a["world_size"] == size["nodes"] * size["tasks_per_node"] == 2, (path, a)
+            assert a["backend"] == "gloo" and a["device"] == "cpu", (path, a)
+
+
+def test_the_interrupted_training_resumed_and_finished(rehearsal):
+    work, interrupted = rehearsal
+    assert "job_id" in interrupted, f"the training was never interrupted: {interrupted}"
+    rec = json.loads((work / KILLED).read_text())
+    attempts = rec["attempts"]
+    assert [a["status"] for a in attempts][0] == "preempted" and attempts[-1]["status"] == "completed", attempts
+    assert attempts[-1]["start_step"] >= 1 and attempts[-1]["slurm_restart_count"] == "1", attempts
+    assert {a["job_id"] for a in attempts} == {interrupted["job_id"]}  # requeued: the same Slurm job
+    steps = _steps(work / KILLED.replace("train.json", "curves.csv"))
+    assert steps == list(range(1, rec["result"]["steps"] + 1)), steps  # every step once: resumed, not restarted
+
+
+def test_every_decoder_of_the_paper_config_ran_with_the_papers_sampling(rehearsal):
+    work, _ = rehearsal
+    results = [json.loads(p.read_text()) for p in work.glob("results/decode/**/*.json")]
+    names = {r["decoder"]["name"] for r in results if isinstance(r.get("decoder"), dict)}
+    assert names >= DECODERS, sorted(DECODERS - names)
+    p5 = _yaml("config/paper.yaml")["papers"]["p5"]["decoding"]
+    sampled = [r for r in results if r.get("paper") == "p5" and r["decoder"]["name"] in ("medusa", "hydra", "entmtp")]
+    assert sampled
+    for r in sampled:
+        params = r["decoder"]["params"]
+        assert params["acceptance"] == p5["acceptance"] == "typical", params
+        assert params["temperature"] == p5["temperature"] == 0.7, params
