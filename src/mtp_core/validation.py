@@ -10,8 +10,10 @@ import os
 
 from . import leaderboard, registry
 from .config import ConfigError, read_config, validate_schema
+from .data.sources import SourceError, check_sources
 from .decoding import decoder_class
 from .evaluate.tasks import is_local_task, task_dataset
+from .hub_mirror import plan as hub_mirror
 from .io import InputError
 from .model_plan import check as check_models
 
@@ -55,6 +57,10 @@ def check_references(config: dict) -> None:
                 decoder_class(label, params)
             except InputError as e:
                 raise ConfigError(f"{section}.decoders.{label}: {e}") from None
+    try:
+        check_sources(config)  # local data files and folders: their loaders' row check on the first record
+    except SourceError as e:
+        raise ConfigError(str(e)) from None
     check_models(config)  # fine-tuned models: base, dataset, training settings
     papers = registry.papers()
     for name, section in (config.get("papers") or {}).items():
@@ -81,15 +87,24 @@ def _check_rows_source(name: str, ds: dict, datasets: dict) -> None:
         )
 
 
+def apply_hub_mirror(config: dict) -> None:
+    """Check the config's hub mirror and point its hub references at the stand-ins (`hub_mirror.plan.apply`), in
+    place, before anything reads them; no mirror: nothing changes."""
+    hub_mirror.check(config)
+    hub_mirror.apply(config)
+
+
 def validate_config(config: dict) -> dict:
-    """Schema (with defaults) then references; returns the same dict for chaining."""
+    """Schema (with defaults), the hub mirror, then references; returns the same dict for chaining."""
     validate_schema(config)
+    apply_hub_mirror(config)
     check_references(config)
     return config
 
 
 def load_config(path: str | os.PathLike) -> dict:
-    """A config file, schema-validated with defaults and reference-checked."""
+    """A config file, schema-validated with defaults, its hub mirror applied, and reference-checked."""
     config = read_config(path)
+    apply_hub_mirror(config)
     check_references(config)
     return config

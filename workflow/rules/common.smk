@@ -13,13 +13,12 @@ from mtp_core.data.rows import train_data_path
 from mtp_core.train.launch.settings import LauncherConfig
 from mtp_core.evaluate.tasks import task_dataset
 from mtp_core.hub_mirror import plan as hub_mirror
-from mtp_core.validation import check_references
+from mtp_core.validation import apply_hub_mirror, check_references
 
 
 validate(config, "../schemas/config.schema.yaml")
 try:
-    hub_mirror.check(config)
-    hub_mirror.apply(config)  # the rehearsal: hub references -> their stand-ins in results/hub/ (no mirror: nothing)
+    apply_hub_mirror(config)  # the rehearsal: hub references -> their stand-ins in results/hub/ (no mirror: nothing)
     check_references(config)
 except ConfigError as e:
     raise WorkflowError(f"invalid config: {e}")

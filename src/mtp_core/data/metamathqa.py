@@ -37,7 +37,8 @@ def gsm8k_answer(solution: str) -> str:
     return answer
 
 
-def _check_gsm8k(row: dict) -> None:
+def check_gsm8k_row(row: dict) -> None:
+    """Row validator of GSM8K: `question`, and an `answer` whose last line is `#### <number>`."""
     _check_gsm8k_text(row)
     gsm8k_answer(row["answer"])
 
@@ -51,7 +52,7 @@ def load_gsm8k_test(
 ) -> Iterator[dict]:
     """GSM8K rows as test rows: `query` = question, `response` = the reference solution, `answer` = its final
     number, `type` = "GSM8K", `original_question` = question."""
-    for row in read_records(path, _check_gsm8k, on_bad_row, report, name=name, split=split):
+    for row in read_records(path, check_gsm8k_row, on_bad_row, report, name=name, split=split):
         yield {
             "query": row["question"],
             "response": row["answer"],

@@ -94,6 +94,20 @@ class LauncherConfig:
         for key in ("fsdp_param_dtype", "fsdp_reduce_dtype"):
             if getattr(self, key) not in (None, "bfloat16", "float16", "float32"):
                 bad(key, f"{getattr(self, key)!r} is not one of bfloat16, float16, float32")
+            if getattr(self, key) is not None and self.strategy != "fsdp":
+                bad(key, f"set, but the strategy is {self.strategy!r}: FSDP2's mixed precision would be ignored")
+        if self.fsdp_replicate > 1 and (self.strategy != "fsdp" or self.num_tasks % self.fsdp_replicate):
+            bad(
+                "fsdp_replicate",
+                f"{self.fsdp_replicate} replica groups need strategy fsdp and a divisor of nodes x tasks_per_node "
+                f"= {self.num_tasks} (strategy {self.strategy!r})",
+            )
+        if self.gpus_per_node and self.gpus_per_node != self.tasks_per_node:
+            bad(
+                "gpus_per_node",
+                f"{self.gpus_per_node} GPUs per node for {self.tasks_per_node} processes per node: a training "
+                "runs one process per GPU (tasks_per_node = gpus_per_node)",
+            )
         if not isinstance(self.slurm_additional_parameters, dict):
             bad("slurm_additional_parameters", "must be a mapping of sbatch flag -> value")
         object.__setattr__(self, "slurm_setup", tuple(self.slurm_setup))
