@@ -155,7 +155,7 @@ def p1_training(config: dict, run: str, cache: dict) -> Training:
         notes=f"M {cfg.num_regions}, k "
         + (f"uniform in [{cfg.k_min}, {cfg.k_max}]" if cfg.random_k else f"= {cfg.k_max}")
         + (", prefix loss" if prefix else "")
-        + (f", {cfg.loss.objective}" if teacher else ", no teacher (gt)"),
+        + ("" if teacher else ", no teacher (gt)"),
     )
 
 
@@ -348,7 +348,7 @@ def render(config: dict, ts: list[Training], mfu: float, command: str, commit: s
         f"- command: `{command}`",
         f"- commit: `{commit}`; date: {date}",
         f"- assumed MFU: {mfu:.0%} of the card's dense bf16 peak; a card fits when the peak is at most "
-        f"{HEADROOM:.0%} of its memory (CUDA context, NCCL buffers, fragmentation), `tight` up to 100 %, `over` above",
+        f"{HEADROOM:.0%} of its memory (CUDA context, NCCL buffers, fragmentation), `tight` up to 100%, `over` above",
         "- cards: "
         + "; ".join(f"paper {p[1:]} trained on {g.name} ({g.bf16_tflops:g} TFLOP/s bf16)" for p, g in used.items())
         + f"; every peak is also compared with {GPUS[COMPARE_GPU].name}",
