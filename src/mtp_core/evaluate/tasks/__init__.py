@@ -1,8 +1,8 @@
 """Local lm-eval tasks over the pipeline's own data, and the task manager that finds them.
 
-Local tasks are YAML templates shipped in `mtp_core/evaluate/tasks/`; lm-eval needs absolute `data_files`
-paths, so `write_task_yaml` copies a template into a working directory with the absolute path of the data
-filled in. Every other task name is an lm-eval built-in (e.g. `gsm8k_cot` at paper scale) and passes through.
+Local tasks are YAML templates shipped in this package (`mtp_core/evaluate/tasks/`); lm-eval needs absolute
+`data_files` paths, so `write_task_yaml` copies a template into a working directory with the absolute path of the
+data filled in. Every other task name is an lm-eval built-in (e.g. `gsm8k_cot` at paper scale) and passes through.
 
 Task -> data: `synthetic_math_cot` reads the test split (`results/data/<dataset>/test.jsonl`) of the first
 dataset of kind `synthetic_math` declared in the config (`task_dataset`).
@@ -15,9 +15,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import read_jsonl, require_text_fields
+from ...io import read_jsonl, require_text_fields
 
-TEMPLATE_DIR = Path(__file__).parent / "tasks"
+TEMPLATE_DIR = Path(__file__).parent
 DATA_PLACEHOLDER = "__TEST_JSONL__"
 LM_EVAL_TASKS_PLACEHOLDER = "__LM_EVAL_TASKS__"  # lm-eval's own task directory (a local task may extend a stock one)
 
