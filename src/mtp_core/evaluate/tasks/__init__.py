@@ -1,8 +1,11 @@
 """Local lm-eval tasks over the pipeline's own data, and the task manager that finds them.
 
-Local tasks are YAML templates shipped in `mtp_core/evaluate/tasks/`; lm-eval needs absolute `data_files`
-paths, so `write_task_yaml` copies a template into a working directory with the absolute path of the data
-filled in. Every other task name is an lm-eval built-in (e.g. `gsm8k_cot` at paper scale) and passes through.
+Local tasks are YAML templates shipped in this package; lm-eval needs absolute `data_files` paths, so
+`write_task_yaml` copies a template into a working directory with the absolute path of the data filled in, and
+beside it the helper modules its `!function`s name (lm-eval loads them by file path, next to the YAML). Every
+other task name is an lm-eval built-in (e.g. `gsm8k_cot` at paper scale) and passes through. A local task may
+take a built-in's name (`coqa`, whose stock helpers cannot import under transformers 5): its task manager sees
+only the local YAML.
 
 Task -> data: `synthetic_math_cot` reads the test split (`results/data/<dataset>/test.jsonl`) of the first
 dataset of kind `synthetic_math` declared in the config (`task_dataset`).
@@ -12,12 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import read_jsonl, require_text_fields
+from ...io import read_jsonl, require_text_fields
 
-TEMPLATE_DIR = Path(__file__).parent / "tasks"
+TEMPLATE_DIR = Path(__file__).parent
 DATA_PLACEHOLDER = "__TEST_JSONL__"
 LM_EVAL_TASKS_PLACEHOLDER = "__LM_EVAL_TASKS__"  # lm-eval's own task directory (a local task may extend a stock one)
 
@@ -28,6 +32,7 @@ class LocalTask:
     dataset_kind: str | None  # `kind` of the config dataset whose test split the task reads; None: hub data
     fields: tuple[str, ...] = ()  # row fields the prompt and target use
     includes: tuple[str, ...] = ()  # other templates the YAML includes (materialised beside it)
+    modules: tuple[str, ...] = ()  # helper modules in TEMPLATE_DIR its `!function`s load (copied beside it)
 
 
 LOCAL_TASKS: dict[str, LocalTask] = {
@@ -38,6 +43,8 @@ LOCAL_TASKS: dict[str, LocalTask] = {
     "arc_easy_dmtd": LocalTask("arc_easy_dmtd.yaml", None),
     "arc_challenge_dmtd": LocalTask("arc_challenge_dmtd.yaml", None, includes=("arc_easy_dmtd.yaml",)),
     "winogrande_dmtd": LocalTask("winogrande_dmtd.yaml", None),
+    # paper 4's CoQA: lm-eval 0.4.13's `coqa` re-implemented (`coqa.py`); the stock helpers need transformers < 5
+    "coqa": LocalTask("coqa.yaml", None, modules=("coqa.py",)),
 }
 
 
@@ -70,7 +77,8 @@ def check_task_data(task: str, test_path: str | os.PathLike) -> int:
 
 def write_task_yaml(task: str, test_path: str | os.PathLike | None, out_dir: str | os.PathLike) -> Path:
     """Materialise the template of local `task` into `out_dir` with the absolute path of its test split (tasks
-    on local data) and of lm-eval's own task directory (tasks that extend a stock one)."""
+    on local data) and of lm-eval's own task directory (tasks that extend a stock one), its helper modules
+    beside it."""
     if not is_local_task(task):
         raise KeyError(f"{task!r} is not a local task (local: {', '.join(sorted(LOCAL_TASKS))})")
     import lm_eval.tasks
@@ -83,6 +91,8 @@ def write_task_yaml(task: str, test_path: str | os.PathLike | None, out_dir: str
         if test_path is not None:
             text = text.replace(DATA_PLACEHOLDER, json.dumps(str(Path(test_path).resolve())))
         (out.parent / name).write_text(text)
+    for name in LOCAL_TASKS[task].modules:
+        shutil.copyfile(TEMPLATE_DIR / name, out.parent / name)
     return out
 
 
