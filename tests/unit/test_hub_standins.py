@@ -298,8 +298,8 @@ def test_ifeval_instructions_need_no_download(standins):
 
 
 def test_coqa_turns_line_up(standins):
-    """What lm-eval's coqa reads (its task cannot load under transformers 5, `test_hub_tasks.py`): one answer and
-    three additional answers per question, each answer's rationale a span of the story."""
+    """What the coqa task reads (our local re-implementation of lm-eval's, `evaluate/tasks/coqa.py`): one answer
+    and three additional answers per question, each answer's rationale a span of the story."""
     for row in _rows(standins, "EleutherAI/coqa", None, "validation"):
         turns = len(row["questions"]["input_text"])
         assert turns >= 2 and row["questions"]["turn_id"] == list(range(1, turns + 1))
