@@ -266,7 +266,8 @@ def test_p4_reads_gradient_checkpointing(config, runs):
 
 def test_a_batch_that_does_not_split_over_the_world_names_the_run(config):
     cfg = copy.deepcopy(config)
-    cfg["papers"]["p1"]["launcher"]["tasks_per_node"] = 3  # 128 / 32 = 4 micro-batches over 3 processes
+    # 128 / 32 = 4 micro-batches over 3 processes (one per GPU)
+    cfg["papers"]["p1"]["launcher"].update(tasks_per_node=3, gpus_per_node=3)
     with pytest.raises(ConfigError, match=r"papers\.p1\.runs\.main.*tasks_per_node 3"):
         plan.p1_training(cfg, "main", {})
 
