@@ -77,6 +77,7 @@ def test_schema_defaults_are_the_papers_recipe():
         "model": "tiny-qwen3-math",
         "dataset": "math",
         "method": {"decoding_layers": 1},
+        "train": {"max_steps": 10, "warmup_steps": 1},  # the run length has no default (max_steps or epochs)
         "speed": {"batch_sizes": [1]},
     }
     validate_config(cfg)
@@ -95,6 +96,8 @@ def test_schema_defaults_are_the_papers_recipe():
         "gradient_checkpointing": False,
         "shuffle": True,
         "seed": 0,
+        "epochs": None,
+        "warmup_ratio": None,
     }
     t = s["train"]
     assert (t["lr"], t["betas"], t["weight_decay"], t["global_batch_size"], t["schedule"], t["grad_clip"]) == (
@@ -126,6 +129,14 @@ def test_schema_defaults_are_the_papers_recipe():
         (lambda s: s["runs"]["mtd2"].update(method={"cycle": 0}), "cycle"),
         (lambda s: s["runs"]["mtd2"].update(train={"global_batch_size": 3}), r"papers\.p4\.runs\.mtd2"),
         (lambda s: s["runs"]["e1d0"].update(model="tiny-llama"), r"papers\.p4\.tables\.table2: its runs start from"),
+        (lambda s: s["train"].pop("max_steps"), r"papers\.p4\.runs\.main: set train\.max_steps or method\.epochs"),
+        (
+            lambda s: s["runs"]["mtd2"].update(method={"epochs": 1}),
+            r"runs\.mtd2: set train\.max_steps \(3\) or .*not both",
+        ),
+        (lambda s: s["train"].update(warmup_steps=3), r"runs\.main: train\.max_steps 3: a warm-up of 3 steps >= the"),
+        (lambda s: s["method"].update(warmup_ratio=0.9), r"runs\.main: train\.max_steps 3: a warm-up of 3 steps"),
+        (lambda s: s["method"].update(epochs=0), r"runs\.main\.method .*epochs must be > 0"),
     ],
 )
 def test_bad_config_names_the_key(tiny, edit, message):
@@ -134,6 +145,23 @@ def test_bad_config_names_the_key(tiny, edit, message):
     edit(cfg["papers"]["p4"])
     with pytest.raises(ConfigError, match=message):
         checks.check(cfg)
+
+
+def test_run_length_in_epochs(tiny):
+    """An epoch-based run (`method.epochs`, no `train.max_steps`) passes the plan: the launcher's settings carry no
+    step count (the job counts its rows); the paper config's runs are all one epoch with a 0.1 warm-up ratio."""
+    cfg = copy.deepcopy(tiny)
+    s = cfg["papers"]["p4"]
+    s["train"].pop("max_steps")
+    s["method"] |= {"epochs": 2, "warmup_ratio": 0.1}
+    checks.check(cfg)
+    assert "max_steps" not in plan.run_settings(cfg, "main")["train"]
+    assert plan.run_settings(cfg, "mtd2")["p4"]["epochs"] == 2
+    paper = load_config(REPO / "config/paper.yaml")
+    checks.check(paper)
+    for run in plan.run_names(paper):
+        rp = plan.run_plan(paper, run)
+        assert (rp.method["epochs"], rp.method["warmup_ratio"], "max_steps" in rp.train) == (1, 0.1, False), run
 
 
 def test_unsupported_architecture_is_named(tiny, tmp_path):

@@ -208,6 +208,12 @@ def binned_curve(curve: pd.DataFrame, warmup: int, bins: int) -> pd.DataFrame:
     return pd.DataFrame({"tokens": g["tokens_total"].mean(), "loss": g["loss"].mean()}).reset_index(drop=True)
 
 
+def warmup_of(summary: str | os.PathLike) -> int:
+    """The warm-up steps a training ran (its `train_summary.json`: the TrainConfig as run, an epoch-based length
+    and a warm-up ratio resolved)."""
+    return int(_read(summary)["config"]["warmup_steps"])
+
+
 def log_fit(points: pd.DataFrame) -> dict[str, float | int | None]:
     """loss = a + b·log10(tokens): slope b per decade, intercept a, R², points."""
     n = len(points)
