@@ -252,7 +252,7 @@ def test_epochs_give_the_steps_of_the_rows_kept(tmp_path):
         assert len(lrs) == steps and lrs.index(max(lrs)) == warmup - 1  # constant after the warm-up
         assert all(a < b for a, b in zip(lrs[:warmup], lrs[1:warmup]))
     no_ratio = _launch_settings(tmp_path, rows, {**p4, "epochs": 1, "warmup_ratio": None}, train)
-    with pytest.raises(LaunchError, match="method.epochs 1 of 7 rows: a warm-up of 2000 steps >= the run's 4 steps"):
+    with pytest.raises(LaunchError, match="method.epochs 1 of 7 rows: a warm-up of 2000 steps > the run's 4 steps"):
         launch(tmp_path / "long-warmup" / "train.json", "p4", no_ratio, {"cluster": "debug", "threads": 1})
     both = _launch_settings(tmp_path, rows, {**p4, "epochs": 1}, {**train, "max_steps": 3})
     with pytest.raises(ValueError, match=r"p4 settings: set train.max_steps \(3\) or method.epochs \(1\), not both"):

@@ -9,8 +9,8 @@ share of the steps.
   global batch − 1 rows seen twice) rather than leaving as many unseen (A8: ⌈kept rows / 512⌉ for one epoch).
 * **Warm-up** = ⌈warmup_ratio · steps⌉, replacing `train.warmup_steps` when `warmup_ratio` is set (any run length).
 
-Exactly one of `train.max_steps` and `method.epochs` is set: the plan refuses neither and both, and a warm-up that
-never ends (for `max_steps` before any job, for `epochs` in the job once it has counted the rows, before the first
+Exactly one of `train.max_steps` and `method.epochs` is set: the plan refuses neither and both, and a warm-up longer
+than the run (for `max_steps` before any job, for `epochs` in the job once it has counted the rows, before the first
 step). The launcher builds a `TrainConfig` before the job has counted anything: for an epoch-based run it sees
 `max_steps` = `LAUNCHER_STEPS` (0: its progress line shows no total), which the job replaces.
 """
@@ -49,8 +49,8 @@ def length_choice_error(train: Mapping[str, Any], epochs: float | None) -> str |
 
 def length_error(steps: int, warmup: int) -> str | None:
     """Why a run of `steps` steps cannot have this warm-up, else None."""
-    if warmup >= steps > 0:
-        return f"a warm-up of {warmup} steps >= the run's {steps} steps: the learning rate would never leave warm-up"
+    if warmup > steps > 0:
+        return f"a warm-up of {warmup} steps > the run's {steps} steps: the learning rate would never reach train.lr"
     return None
 
 
