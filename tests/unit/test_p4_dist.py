@@ -70,6 +70,7 @@ def _train(rank, world, strategy, out_dir, method=None, kill_at=None):
     return {
         "resumed_from": res.resumed_from,
         "model_type": type(model).__name__,
+        "checkpointing": [layer.gradient_checkpointing for layer in model.model.layers],
         "state": {k: v.detach().clone() for k, v in state.items()},
     }
 
@@ -92,6 +93,7 @@ def test_two_processes_match_one(tmp_path, strategy, split):
     one = run_ranks(1, _train, tmp_path, "none", tmp_path / "one", split)[0]
     two = run_ranks(2, _train, tmp_path, strategy, tmp_path / "two", split)
     assert two[0]["model_type"].startswith("FSDP" if strategy == "fsdp" else "Qwen3")
+    assert all(one["checkpointing"]) and all(two[0]["checkpointing"])
     c1, c2 = curves(tmp_path / "one"), curves(tmp_path / "two")
     assert [(r["weight"], r["tokens"], r["sft_tokens"], r["lr"]) for r in c1] == [
         (r["weight"], r["tokens"], r["sft_tokens"], r["lr"]) for r in c2
