@@ -159,9 +159,7 @@ def test_schema_defaults_are_the_papers_recipe():
         "gradient_checkpointing": False,
         "shuffle": True,
         "seed": 0,
-        "epochs": None,
-        "warmup_ratio": None,
-    }
+    }  # no `epochs`, `warmup_ratio`: absent, the settings of a max_steps run are what they were before these keys
     t = s["train"]
     assert (t["lr"], t["betas"], t["weight_decay"], t["global_batch_size"], t["schedule"], t["grad_clip"]) == (
         1e-4,
