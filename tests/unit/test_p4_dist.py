@@ -130,7 +130,8 @@ def test_fsdp_resume_equals_uninterrupted(tmp_path):
 def test_rehearsal_fsdp_bf16_through_the_launcher(tmp_path):
     """The paper config's training path at tiny size: a tiny Qwen3 declared `dtype: bfloat16`, 2 local tasks of the
     submitit launcher, FSDP2 with bf16 parameters and float32 reductions, bf16 autocast, gradient checkpointing,
-    overlong rows dropped. It trains float32 master weights (every weight moves at lr 1e-4; bf16 weights would keep
+    overlong rows dropped, one epoch with a 0.1 warm-up ratio (both ranks count the same rows). It trains float32
+    master weights (every weight moves at lr 1e-4; bf16 weights would keep
     most of them), agrees with one process's bf16-autocast run up to bf16 rounding, and exports a float32 checkpoint
     with `config.dmtd` that loads as declared and decodes with `dmtd`."""
     from mtp_core.decoding import StopCriteria, build_decoder
@@ -144,22 +145,24 @@ def test_rehearsal_fsdp_bf16_through_the_launcher(tmp_path):
         "model": spec,
         "base_dir": str(base),
         "data": str(data),
-        "p4": {"max_tokens": 80, "decoding_layers": 1, "cycle": 2, "gradient_checkpointing": True, "overlong": "drop"},
-        "train": {
-            "max_steps": 2,
-            "global_batch_size": 4,
-            "micro_batch_size": 1,
-            "lr": 1e-4,
-            "warmup_steps": 0,
-            "precision": "bf16",
-            "progress": False,
+        "p4": {  # the rows have 62-68 tokens: 7 of 8 fit 66, so one epoch is ceil(7 / 4) = 2 steps, 1 warming up
+            "max_tokens": 66,
+            "overlong": "drop",
+            "decoding_layers": 1,
+            "cycle": 2,
+            "gradient_checkpointing": True,
+            "epochs": 1,
+            "warmup_ratio": 0.1,
         },
+        "train": {"global_batch_size": 4, "micro_batch_size": 1, "lr": 1e-4, "precision": "bf16", "progress": False},
     }
     launch(tmp_path / "one" / "train.json", "p4", settings, {"cluster": "debug", "threads": 1})
     fsdp = {"strategy": "fsdp", "fsdp_param_dtype": "bfloat16", "fsdp_reduce_dtype": "float32"}
     launcher = {"cluster": "local", "tasks_per_node": 2, "poll_s": 0.5, "progress_s": 5.0, "threads": 1, **fsdp}
     res = launch(tmp_path / "two" / "train.json", "p4", settings, launcher)
     assert res["steps"] == 2 and [(a["world_size"], a["strategy"]) for a in res["attempts"]] == [(2, "fsdp")]
+    summary = json.loads((tmp_path / "two" / "train_summary.json").read_text())
+    assert (summary["config"]["max_steps"], summary["config"]["warmup_steps"]) == (2, 1)
     start = {k: v.float() for k, v in load_model(spec, base_dir=base).model.state_dict().items()}
     (w1, cfg1), (w2, cfg2) = _export(tmp_path / "one"), _export(tmp_path / "two")
     assert {v.dtype for v in w2.values()} == {torch.float32} and cfg2["dmtd"] == cfg1["dmtd"]
