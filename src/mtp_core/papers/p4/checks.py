@@ -32,10 +32,10 @@ def check(config: dict) -> None:
     Runs: safe names distinct from models, declared models (an architecture `mtp_core.layers` supports, with more
     layers than E + D where the config knows the count: `model_plan.declared_layers`; otherwise the training checks
     it before its first step) and datasets, merged `method` / `train` / `launcher` build, one run length
-    (`train.max_steps` or `method.epochs`) no shorter than its warm-up (`epochs`; an epoch-based length is checked by the job
-    once it has counted its rows). Tables, figures, speed
-    and leaderboard name declared runs; a quality table's runs share one start model (one Vanilla row); the
-    teacher-forced dataset has a validation split; τ >= 1 everywhere (the schema)."""
+    (`train.max_steps` or `method.epochs`) no shorter than its warm-up (`epochs`; an epoch-based length is checked by
+    the job once it has counted its rows). Tables, figures, speed and leaderboard name declared runs; a quality
+    table's runs share one start model (one Vanilla row); the teacher-forced dataset has a validation split; τ >= 1
+    everywhere (the schema)."""
     from ...evaluate.tasks import is_local_task, task_dataset
     from ...layers import SUPPORTED
     from ...train.launch.settings import check_training
