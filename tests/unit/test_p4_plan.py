@@ -1,23 +1,18 @@
-"""Paper 4's plan (names, jobs, checks naming the key), its report (tables, the τ choice, Figure 5's fit) on hand-made
-result files, and the leaderboard rows with a parameter file."""
+"""Paper 4's plan (names, jobs, checks naming the key, the run length) and the leaderboard rows (its report:
+test_p4_report.py)."""
 
 from __future__ import annotations
 
 import copy
 import json
-import math
-from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
 
 from mtp_core import leaderboard
 from mtp_core.config import ConfigError
-from mtp_core.decode_run import row_params
 from mtp_core.papers.p4 import checks, plan
-from mtp_core.papers.p4.report import binned_curve, log_fit, quality_table, ratio_with_stderr, select_tau
-from mtp_core.results import make_result, write_result
+from mtp_core.papers.p4.epochs import resolve_train
 from mtp_core.validation import load_config, validate_config
 
 from ..conftest import REPO
@@ -70,6 +65,74 @@ def test_labels_settings_and_results(tiny, embedded):
     assert plan.all_targets(embedded)[:2] == ["results/tables/p4/table3.csv", "results/tables/p4/table3.md"]
 
 
+def _files(cfg: dict, label: str, tau: int) -> dict:
+    """The result files a row at (label, τ) reads, spelled out: τ 0 is a vanilla row (plain teacher-forced scores,
+    greedy generation), else `dmtd` at τ, the inference τ (Table 5's k → z)."""
+    tf_setting, gen = ("vanilla", "greedy") if tau == 0 else (f"dmtd-tau{tau}", f"dmtd-tau{tau}")
+    tf_task = f"tf-{cfg['papers']['p4']['teacher_forced']['dataset'] or cfg['papers']['p4']['dataset']}"
+    out = {"tf_acc": f"results/decode/p4/{label}/{tf_task}/{tf_setting}.json"}
+    return out | {t: f"results/decode/p4/{label}/{t}/{gen}.json" for t in cfg["papers"]["p4"]["tasks"]}
+
+
+PAPER_TABLES = {  # (block, title, label, τ, the start model whose Vanilla row it is measured against)
+    "table1": [
+        (None, "Vanilla", "qwen3-4b@step0", 0, "qwen3-4b"),
+        *((None, f"MTD{t}", r, t, "qwen3-4b") for r, t in [("mtd2", 2), ("main", 3), ("mtd4", 4), ("mtd6", 6)]),
+    ],
+    "table2": [
+        (None, "Vanilla", "qwen3-4b@step0", 0, "qwen3-4b"),
+        *((g, r.upper(), r, 3, "qwen3-4b") for g, r in [("Reuse 4 Layers", r) for r in ("e4d0", "e2d2", "e0d4")]),
+        *((g, r.upper(), r, 3, "qwen3-4b") for g, r in [("Reuse 8 Layers", r) for r in ("e8d0", "e4d4")]),
+        ("Reuse 8 Layers", "E0D8", "main", 3, "qwen3-4b"),
+        *((g, r.upper(), r, 3, "qwen3-4b") for g, r in [("Reuse 16 Layers", r) for r in ("e16d0", "e8d8", "e0d16")]),
+    ],
+    "table4": [
+        ("qwen3-0.6b", "Vanilla", "qwen3-0.6b@step0", 0, "qwen3-0.6b"),
+        ("qwen3-0.6b", "Ours", "q06_main", 3, "qwen3-0.6b"),
+        ("qwen3-1.7b", "Vanilla", "qwen3-1.7b@step0", 0, "qwen3-1.7b"),
+        ("qwen3-1.7b", "Ours", "q17_main", 3, "qwen3-1.7b"),
+        ("qwen3-4b", "Vanilla", "qwen3-4b@step0", 0, "qwen3-4b"),
+        ("qwen3-4b", "Ours", "main", 3, "qwen3-4b"),
+    ],
+    "table5": [
+        (None, "Vanilla", "qwen3-4b@step0", 0, "qwen3-4b"),
+        *((None, f"3→{t}", "main", t, "qwen3-4b") for t in (2, 3, 4, 5, 6)),
+    ],
+}
+TINY_TABLE5 = [
+    (None, "Vanilla", "tiny-qwen3-math@step0", 0, "tiny-qwen3-math"),
+    (None, "3→1", "main", 1, "tiny-qwen3-math"),
+    (None, "3→3", "main", 3, "tiny-qwen3-math"),
+    (None, "untrained E0D1 (τ=3)", "main@step0", 3, "tiny-qwen3-math"),
+]
+
+
+@pytest.mark.parametrize("scale", ["paper", "tiny"])
+def test_every_table_row_reads_its_files(tiny, scale):
+    """Every row of every quality table, spelled out: its block, title, label, τ (a trained run's row at the
+    inference τ: Table 5's 3→4 reads `dmtd-tau4`), the file of each column, and the Vanilla files its retention
+    divides by (Table 4: the row's own start model); each file is an output of an evaluation job."""
+    cfg = load_config(REPO / "config/paper.yaml") if scale == "paper" else tiny
+    tables = PAPER_TABLES if scale == "paper" else {"table5": TINY_TABLE5}
+    written = {f for label in plan.label_taus(cfg) for f in plan.job_results(cfg, label)}
+    for name, rows in tables.items():
+        layout = plan.table_layout(cfg, name)
+        got = [(r["block"], r["title"], r["label"], r["tau"]) for r in layout]
+        assert got == [row[:4] for row in rows], name
+        for r, (*_, label, tau, model) in zip(layout, rows):
+            assert r["files"] == _files(cfg, label, tau) and r["vanilla"] == _files(cfg, f"{model}@step0", 0)
+        assert set(plan.table_results(cfg, name)) <= written, name
+    run, tau = ("main", 4) if scale == "paper" else ("main", 1)  # decoded at an inference τ other than its cycle 3
+    assert plan.job_settings(cfg, run)[f"dmtd-tau{tau}"] == {"decoder": "dmtd", "tau": tau}
+    assert plan.setting_params(cfg, "main@step0", 3) == {
+        "decoder": "dmtd",
+        "tau": 3,
+        "encoding_layers": 0,
+        "decoding_layers": 8 if scale == "paper" else 1,
+        "combine": "add",
+    }
+
+
 def test_schema_defaults_are_the_papers_recipe():
     cfg = raw()
     cfg["papers"]["p4"] = {
@@ -77,6 +140,7 @@ def test_schema_defaults_are_the_papers_recipe():
         "model": "tiny-qwen3-math",
         "dataset": "math",
         "method": {"decoding_layers": 1},
+        "train": {"max_steps": 10, "warmup_steps": 1},  # the run length has no default (max_steps or epochs)
         "speed": {"batch_sizes": [1]},
     }
     validate_config(cfg)
@@ -95,7 +159,7 @@ def test_schema_defaults_are_the_papers_recipe():
         "gradient_checkpointing": False,
         "shuffle": True,
         "seed": 0,
-    }
+    }  # no `epochs`, `warmup_ratio`: absent, the settings of a max_steps run are what they were before these keys
     t = s["train"]
     assert (t["lr"], t["betas"], t["weight_decay"], t["global_batch_size"], t["schedule"], t["grad_clip"]) == (
         1e-4,
@@ -126,6 +190,13 @@ def test_schema_defaults_are_the_papers_recipe():
         (lambda s: s["runs"]["mtd2"].update(method={"cycle": 0}), "cycle"),
         (lambda s: s["runs"]["mtd2"].update(train={"global_batch_size": 3}), r"papers\.p4\.runs\.mtd2"),
         (lambda s: s["runs"]["e1d0"].update(model="tiny-llama"), r"papers\.p4\.tables\.table2: its runs start from"),
+        (lambda s: s["train"].pop("max_steps"), r"papers\.p4\.runs\.main: set train\.max_steps or method\.epochs"),
+        (
+            lambda s: s["runs"]["mtd2"].update(method={"epochs": 1}),
+            r"runs\.mtd2: set train\.max_steps \(3\) or .*not both",
+        ),
+        (lambda s: s["train"].update(warmup_steps=4), r"runs\.main: train\.max_steps 3: a warm-up of 4 steps > the"),
+        (lambda s: s["method"].update(epochs=0), r"runs\.main\.method .*epochs must be > 0"),
     ],
 )
 def test_bad_config_names_the_key(tiny, edit, message):
@@ -136,6 +207,29 @@ def test_bad_config_names_the_key(tiny, edit, message):
         checks.check(cfg)
 
 
+def test_run_length_in_epochs(tiny):
+    """An epoch-based run (`method.epochs`, no `train.max_steps`) passes the plan: the launcher's settings carry no
+    step count (the job counts its rows); the paper config's runs are all one epoch with a 0.1 warm-up ratio."""
+    cfg = copy.deepcopy(tiny)
+    s = cfg["papers"]["p4"]
+    s["train"].pop("max_steps")
+    s["method"] |= {"epochs": 2, "warmup_ratio": 0.1}
+    checks.check(cfg)
+    assert "max_steps" not in plan.run_settings(cfg, "main")["train"]
+    assert plan.run_settings(cfg, "mtd2")["p4"]["epochs"] == 2
+    # one step of a small data file (the rehearsal's): a warm-up ratio gives a 1-step warm-up, which is allowed
+    assert resolve_train({"global_batch_size": 16}, 1, 0.1, rows=10) == {
+        "global_batch_size": 16,
+        "max_steps": 1,
+        "warmup_steps": 1,
+    }
+    paper = load_config(REPO / "config/paper.yaml")
+    checks.check(paper)
+    for run in plan.run_names(paper):
+        rp = plan.run_plan(paper, run)
+        assert (rp.method["epochs"], rp.method["warmup_ratio"], "max_steps" in rp.train) == (1, 0.1, False), run
+
+
 def test_unsupported_architecture_is_named(tiny, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "num_hidden_layers": 12}))
     cfg = copy.deepcopy(tiny)
@@ -143,85 +237,6 @@ def test_unsupported_architecture_is_named(tiny, tmp_path):
     cfg["papers"]["p4"]["runs"]["mtd2"]["model"] = "gpt"
     with pytest.raises(ConfigError, match=r"papers\.p4\.runs\.mtd2\.model: 'gpt' is a 'gpt2' model"):
         checks.check(cfg)
-
-
-def _result(
-    path: Path, value: float | None, stderr: float | None, key: str, settings: dict | None = None, plts=None
-) -> str:
-    write_result(
-        str(path),
-        make_result(
-            kind="eval",
-            paper="p4",
-            run="r",
-            model="m",
-            task="t",
-            decoder={"name": "dmtd", "lossless": False, "params": {}},
-            n=16,
-            metrics={key: {"value": value, "stderr": stderr}},
-            decode_stats={"tokens_per_s": value},
-            settings=settings or {},
-            scale="tiny",
-            config_hash="0" * 12,
-        ),
-        [{"extra": {"plt_measured": p}} for p in plts] if plts else None,
-    )
-    return str(path)
-
-
-def test_quality_table_overall_is_the_mean_of_ratios(tmp_path):
-    f = lambda name, v, key, **kw: _result(tmp_path / f"{name}.json", v, 0.01, key, **kw)  # noqa: E731
-    van = {"tf_acc": f("v_tf", 0.80, "tf_acc,none"), "math": f("v_m", 0.50, "exact_match,flexible-extract")}
-    ours = {
-        "tf_acc": f("o_tf", 0.72, "tf_acc,none", settings={"plt": 0.5111}),
-        "math": f("o_m", 0.40, "exact_match,flexible-extract", plts=[0.5, 0.6]),
-    }
-    layout = [
-        {"block": None, "title": "Vanilla", "label": "m@step0", "tau": 0, "files": van, "vanilla": van},
-        {"block": None, "title": "3→3", "label": "main", "tau": 3, "files": ours, "vanilla": van},
-    ]
-    table = quality_table(
-        layout,
-        ["tf_acc", "math"],
-        ["tf_acc", "math"],
-        {"tf_acc": "tf_acc,none", "math": None},
-        {"tf_acc": "TF acc (val)"},
-        offsets=2,
-    )
-    rows = table.data.set_index("row")
-    assert rows.loc["Vanilla", "Overall (%)"] == pytest.approx(100.0)
-    assert rows.loc["3→3", "Overall (%)"] == pytest.approx(100 * (0.72 / 0.80 + 0.40 / 0.50) / 2)
-    assert rows.loc["3→3", "PLT"] == pytest.approx(0.5111) and rows.loc["3→3", "TF acc (val)"] == 0.72
-    r, se = ratio_with_stderr(0.72, 0.01, 0.80, 0.01)
-    assert r == pytest.approx(0.9) and se == pytest.approx(0.9 * math.hypot(0.01 / 0.72, 0.01 / 0.80))
-    assert "block" not in table.data and "Overall (%)" in table.display().columns
-    assert {"TF acc@0", "TF acc@1"} <= set(table.data) and math.isnan(rows.loc["Vanilla", "TF acc@1"])
-    assert rows.loc["3→3", "PLT (measured)"] == pytest.approx(0.55) and rows.loc["Vanilla", "PLT (measured)"] == 1.0
-
-
-def test_tau_choice_reads_retention_then_speed(tmp_path):
-    van = _result(tmp_path / "van.json", 0.80, 0.01, "tf_acc,none")
-    retention = {1: 0.99, 2: 0.95, 3: 0.91, 4: 0.70}
-    tf = {t: _result(tmp_path / f"tf{t}.json", 0.80 * r, 0.01, "tf_acc,none") for t, r in retention.items()}
-    speed = {t: _result(tmp_path / f"s{t}.json", 10.0 * t, None, "x,none") for t in retention}
-    chosen = select_tau(van, tf, speed, 0.9)
-    assert chosen["params"] == {"tau": 3} and "met" in chosen["rule"]
-    assert [c["tau"] for c in chosen["candidates"]] == [1, 2, 3, 4]
-    assert select_tau(van, tf, speed, 0.999)["params"] == {"tau": 1}  # none qualifies: the highest retention
-    row = {"label": "p4-main-dmtd-selected", "params": {"decoder": "dmtd"}, "params_from": str(tmp_path / "c.json")}
-    (tmp_path / "c.json").write_text(json.dumps(chosen))
-    assert row_params(row) == {"decoder": "dmtd", "tau": 3}
-
-
-def test_fig5_fit_recovers_a_log_linear_curve():
-    tokens = [1000 * 2**i for i in range(1, 40)]
-    curve = pd.DataFrame(
-        {"step": range(1, 40), "tokens_total": tokens, "loss": [3.0 - 0.2 * math.log10(t) for t in tokens]}
-    )
-    pts = binned_curve(curve, warmup=3, bins=6)
-    assert len(pts) == 6 and pts["tokens"].min() > tokens[2]
-    fit = log_fit(pts)
-    assert fit["slope"] == pytest.approx(-0.2, abs=1e-3) and fit["r2"] == pytest.approx(1.0)
 
 
 def test_leaderboard_rows(tiny):

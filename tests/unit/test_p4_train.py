@@ -12,9 +12,10 @@ import torch
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.models import load_model, prepare_base_model, tiny_model, tiny_tokenizer
 from mtp_core.papers.p4.cyclic import training_mask
+from mtp_core.papers.p4.report import warmup_of
 from mtp_core.papers.p4.split import DMTDSpec, dmtd_config, parallel_logits
 from mtp_core.papers.p4.train import DMTDConfig, P4Step, encode_p4_rows, prepare_model
-from mtp_core.train import MicroBatchSpec, TrainConfig, train
+from mtp_core.train import MicroBatchSpec, TrainConfig, read_curves, train
 from mtp_core.train.loop import StepContext
 from mtp_core.train.sft import SFTBatches
 
@@ -121,6 +122,29 @@ def test_frozen_embeddings_option_and_overlong_rows():
     assert len(kept) > 0 and all(len(x) <= 80 for x, _ in kept)
 
 
+def test_lower_precision_start_weights_train_as_float32_masters():
+    """A model loaded in bf16 (the paper config's declared dtype) trains float32 master weights: `prepare_model`
+    upcasts it exactly, and a step then moves every weight as it moves the float32 copy of the same weights."""
+    cfg = DMTDConfig(encoding_layers=1, decoding_layers=2, max_tokens=128)
+    models = []
+    for cast in (False, True):
+        model, tok, batches = _setup(cfg)
+        model.to(torch.bfloat16)
+        if cast:
+            model.float()  # the reference: the bf16 weights, held in float32 by hand
+        prepare_model(model, cfg)
+        models.append(model)
+    half, ref = models
+    assert {p.dtype for p in half.parameters()} == {torch.float32}
+    batch = batches.micro_batch(MicroBatchSpec(0, 0, 0, 4))
+    for model in models:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        P4Step(tok, cfg)(model, batch, _ctx()).loss.backward()
+        opt.step()
+    for (name, a), b in zip(half.named_parameters(), ref.parameters()):
+        assert torch.equal(a, b) and not torch.equal(a, a.bfloat16().float()), name
+
+
 def test_config_errors_name_the_key():
     for bad, msg in [
         ({"cycle": 0}, "cycle"),
@@ -175,23 +199,61 @@ def test_training_learns_exports_and_resumes(tmp_path):
     assert len(dec.generate([loaded.encode("What is 2 + 3?")], 6, StopCriteria())[0].tokens) == 6
 
 
+def _launch_settings(tmp_path, rows, p4, train):
+    """Settings of method `p4` on a tiny Qwen3 (plain template: byte-level tokens, 1 per character) and `rows`."""
+    spec = tiny_spec("qwen3", num_layers=4, chat_template=False)
+    base = tmp_path / "base"
+    if not base.exists():
+        prepare_base_model(spec, base)
+    data = tmp_path / f"train-{len(rows)}.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"model": spec, "base_dir": str(base), "data": str(data), "p4": p4, "train": train}
+
+
 def test_p4_method_through_the_launcher(tmp_path):
     from mtp_core.train.launch import launch
 
-    spec = tiny_spec("qwen3", num_layers=4, chat_template=False)
-    base = prepare_base_model(spec, tmp_path / "base")
-    data = tmp_path / "train.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    settings = {
-        "model": spec,
-        "base_dir": str(base),
-        "data": str(data),
-        "p4": {"max_tokens": 64, "decoding_layers": 1, "cycle": 2},
-        "train": {"max_steps": 2, "global_batch_size": 2, "micro_batch_size": 2, "progress": False},
-    }
+    settings = _launch_settings(
+        tmp_path,
+        ROWS,
+        {"max_tokens": 64, "decoding_layers": 1, "cycle": 2},
+        {"max_steps": 2, "global_batch_size": 2, "micro_batch_size": 2, "warmup_steps": 0, "progress": False},
+    )
     res = launch(tmp_path / "run" / "train.json", "p4", settings, {"cluster": "debug", "threads": 1})
     assert res["steps"] == 2
     cfg = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
     assert cfg["dmtd"]["cycle"] == 2 and cfg["dmtd"]["decoding_layers"] == 1
     with pytest.raises(ValueError, match="p4.method: unknown key"):
         launch(tmp_path / "bad" / "train.json", "p4", {**settings, "p4": {"tau": 3}}, {"cluster": "debug"})
+
+
+def test_epochs_give_the_steps_of_the_rows_kept(tmp_path):
+    """`method.epochs` trains ceil(epochs x kept rows / global batch) steps, the rows counted after the overlong
+    policy, with `warmup_ratio` of them warming up; the launcher sees no step count until the job has one. By hand:
+    7 short rows (< 40 tokens) and 3 rows of 300 characters (> 300 tokens) at max_tokens 128, 2 rows per step."""
+    from mtp_core.train.launch import LaunchError, launch
+
+    short = [{"query": f"{a} + {a}?", "response": f"{2 * a}."} for a in range(7)]
+    rows = short[:3] + [{"query": "Spell it.", "response": "x" * 300}] * 3 + short[3:]
+    train = {"global_batch_size": 2, "micro_batch_size": 2, "lr": 1e-3, "progress": False}
+    p4 = {"max_tokens": 128, "decoding_layers": 1, "cycle": 2, "overlong": "drop", "warmup_ratio": 0.3}
+    cases = [  # (epochs, overlong, steps = ceil(epochs x rows / 2), warm-up = ceil(0.3 x steps))
+        (1, "drop", 4, 2),  # 7 rows kept
+        (2, "drop", 7, 3),  # the stream runs on into the second epoch: not 2 x ceil(7 / 2)
+        (0.5, "truncate", 3, 1),  # 10 rows kept (truncated, not dropped)
+    ]
+    for i, (epochs, overlong, steps, warmup) in enumerate(cases):
+        settings = _launch_settings(tmp_path, rows, {**p4, "epochs": epochs, "overlong": overlong}, train)
+        res = launch(tmp_path / f"run{i}" / "train.json", "p4", settings, {"cluster": "debug", "threads": 1})
+        summary = json.loads((tmp_path / f"run{i}" / "train_summary.json").read_text())
+        assert res["steps"] == summary["config"]["max_steps"] == steps, (epochs, overlong)
+        assert warmup_of(tmp_path / f"run{i}" / "train_summary.json") == warmup  # what Figure 5 skips
+        lrs = [float(r["lr"]) for r in read_curves(tmp_path / f"run{i}" / "curves.csv")]
+        assert len(lrs) == steps and lrs.index(max(lrs)) == warmup - 1  # constant after the warm-up
+        assert all(a < b for a, b in zip(lrs[:warmup], lrs[1:warmup]))
+    no_ratio = _launch_settings(tmp_path, rows, {**p4, "epochs": 1, "warmup_ratio": None}, train)
+    with pytest.raises(LaunchError, match="method.epochs 1 of 7 rows: a warm-up of 2000 steps > the run's 4 steps"):
+        launch(tmp_path / "long-warmup" / "train.json", "p4", no_ratio, {"cluster": "debug", "threads": 1})
+    both = _launch_settings(tmp_path, rows, {**p4, "epochs": 1}, {**train, "max_steps": 3})
+    with pytest.raises(ValueError, match=r"p4 settings: set train.max_steps \(3\) or method.epochs \(1\), not both"):
+        launch(tmp_path / "both" / "train.json", "p4", both, {"cluster": "debug"})

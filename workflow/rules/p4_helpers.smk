@@ -182,7 +182,7 @@ def p4_fig5_params():
         return {}
     spec = p4plan.figure_spec(config, "fig5")
     return {
-        "curves": {p4plan.run_plan(config, r).title: [f"{p4plan.run_dir(r)}/curves.csv", int(p4plan.run_plan(config, r).train.get("warmup_steps", 0))] for r in spec.get("runs") or []},
+        "curves": {p4plan.run_plan(config, r).title: [f"{p4plan.run_dir(r)}/curves.csv", f"{p4plan.run_dir(r)}/train_summary.json"] for r in spec.get("runs") or []},
         "bins": int(spec.get("bins", 12)),
     }
 

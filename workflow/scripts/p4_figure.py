@@ -2,12 +2,12 @@
 tokens per run, with the log-linear fit written beside it).
 
 snakemake.params  kind (fig4 | fig5), spec (fig4: the speed job's outputs, settings, layer_costs; fig5: curves
-                  {title: [curves.csv, warm-up steps]}, bins)
+                  {title: [curves.csv, train_summary.json (the warm-up as run)]}, bins)
 snakemake.output  png, pdf (fig5: fit)
 """
 
 from mtp_core.io import atomic_write_json, log_to_file
-from mtp_core.papers.p4.report import scaling_figure, speed_frame, speedup_figure
+from mtp_core.papers.p4.report import scaling_figure, speed_frame, speedup_figure, warmup_of
 
 smk = snakemake
 log_to_file(smk.log[0])
@@ -19,6 +19,9 @@ if smk.params.kind == "fig4":
     )
 else:
     fits = scaling_figure(
-        {t: (p, int(w)) for t, (p, w) in spec["curves"].items()}, int(spec["bins"]), smk.output.png, smk.output.pdf
+        {t: (p, warmup_of(s)) for t, (p, s) in spec["curves"].items()},
+        int(spec["bins"]),
+        smk.output.png,
+        smk.output.pdf,
     )
     atomic_write_json(smk.output.fit, {"fit": "loss = intercept + slope * log10(tokens)", "runs": fits})

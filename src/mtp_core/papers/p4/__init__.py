@@ -4,9 +4,10 @@ cyclical KV refilling (§2.2), measured by the Percentage of Layers per Token (E
 
 Modules: `cyclic` (the schedule: Eq. 3's mask, the decoding schedule, cycle offsets, PLT), `split` (the E/T/D split,
 Eq. 4, the forward hooks that make the model's own forward compute Eqs. 1-5), `train` (the step, data and the
-launcher method `p4`), `decoder` (the `dmtd` decoder), `teacher_forced` (held-out quality per cycle offset),
-`speed` (random prompts, layer costs, modeled speed-up), `plan` (config section -> runs, jobs, result files,
-table layouts), `checks` (the config's cross-references, before any job), `jobs` (the workflow jobs' bodies), `report` (Tables 1-5, Figures 4-5, the leaderboard's τ choice).
+launcher method `p4`), `epochs` (the run length in epochs of the rows kept), `decoder` (the `dmtd` decoder),
+`teacher_forced` (held-out quality per cycle offset), `speed` (random prompts, layer costs, modeled speed-up), `plan`
+(config section -> runs, jobs, result files, table layouts), `checks` (the config's cross-references, before any
+job), `jobs` (the workflow jobs' bodies), `report` (Tables 1-5, Figures 4-5, the leaderboard's τ choice).
 """
 
 from ...registry import Method, Paper

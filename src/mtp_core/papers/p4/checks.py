@@ -7,6 +7,7 @@ from ...config import ConfigError
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS
 from ...model_plan import declared_layers
 from ...run_plan import FILE_NAME
+from .epochs import resolve_train
 from .plan import (
     QUALITY_TABLES,
     RESERVED,
@@ -30,9 +31,11 @@ def check(config: dict) -> None:
 
     Runs: safe names distinct from models, declared models (an architecture `mtp_core.layers` supports, with more
     layers than E + D where the config knows the count: `model_plan.declared_layers`; otherwise the training checks
-    it before its first step) and datasets, merged `method` / `train` / `launcher` build. Tables, figures, speed
-    and leaderboard name declared runs; a quality table's runs share one start model (one Vanilla row); the
-    teacher-forced dataset has a validation split; τ >= 1 everywhere (the schema)."""
+    it before its first step) and datasets, merged `method` / `train` / `launcher` build, one run length
+    (`train.max_steps` or `method.epochs`) no shorter than its warm-up (`epochs`; an epoch-based length is checked by
+    the job once it has counted its rows). Tables, figures, speed and leaderboard name declared runs; a quality
+    table's runs share one start model (one Vanilla row); the teacher-forced dataset has a validation split; τ >= 1
+    everywhere (the schema)."""
     from ...evaluate.tasks import is_local_task, task_dataset
     from ...layers import SUPPORTED
     from ...train.launch.settings import check_training
@@ -76,7 +79,11 @@ def check(config: dict) -> None:
                 cfg.spec.check(n_layers)
             except ValueError as e:
                 raise ConfigError(f"{where}.method (merged with papers.p4.method): {e} ({plan.model})") from None
-        check_training(where, plan.train, launcher_settings(config, run))
+        try:
+            train = resolve_train(plan.train, cfg.epochs, cfg.warmup_ratio, rows=None)
+        except ValueError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        check_training(where, train, launcher_settings(config, run))
 
     def need_run(run: str | None, key: str) -> None:
         if run not in runs:

@@ -3,8 +3,9 @@
 * **Quality tables** (1, 2, 4, 5; `quality_table`): one row per (label, τ) of `plan.table_layout`, in the paper's
   layout (Table 2 in groups, Table 4 in a block per model); per column (the teacher-forced accuracy on the held-out
   split, then each task's metric) its value ± standard error; **Overall** = the mean over the `overall` columns of
-  value / vanilla value (§3.2, mean of ratios), its standard error by the delta method with the two results taken
-  as independent (conservative: both are measured on the same documents); PLT (Eq. 7) and 1/PLT.
+  value / vanilla value (§3.2, mean of ratios; each row against the Vanilla row of its own start model), its
+  standard error by the delta method with the two results taken as independent (conservative: both are measured on
+  the same documents; the Vanilla row itself is exactly 100 ± 0); PLT (Eq. 7) and 1/PLT.
 * **Table 3** (`speed_table`): tokens/s per batch size of greedy ("Vanilla") and `dmtd` at each τ (τ = 1 is the
   same code path as the others: the cost twin), × vanilla measured (bench protocol) and modeled from measured layer
   costs (`speed.measure_layer_costs`), PLT and 1/PLT.
@@ -105,8 +106,9 @@ def quality_table(
             name = titles.get(col, col)
             rec |= {name: v, f"{name} ± ": se, f"{name} n": n}
             pm[name], digits[name] = f"{name} ± ", 3
-            if col in overall:
-                ratios.append(ratio_with_stderr(v, se, v0, se0))
+            if col in overall:  # a result against itself (the Vanilla row) is exactly 1
+                same = row["files"][col] == row["vanilla"][col]
+                ratios.append((1.0, 0.0) if same and not math.isnan(v) else ratio_with_stderr(v, se, v0, se0))
         mean = float(np.mean([r for r, _ in ratios])) if ratios else math.nan
         err = math.sqrt(sum(e**2 for _, e in ratios if not math.isnan(e))) / len(ratios) if ratios else math.nan
         settings = _read(row["files"][columns[0]]).get("settings") or {}
@@ -206,6 +208,12 @@ def binned_curve(curve: pd.DataFrame, warmup: int, bins: int) -> pd.DataFrame:
     idx = np.clip(np.searchsorted(edges, c["tokens_total"], side="right") - 1, 0, bins - 1)
     g = c.assign(bin=idx).groupby("bin")
     return pd.DataFrame({"tokens": g["tokens_total"].mean(), "loss": g["loss"].mean()}).reset_index(drop=True)
+
+
+def warmup_of(summary: str | os.PathLike) -> int:
+    """The warm-up steps a training ran (its `train_summary.json`: the TrainConfig as run, an epoch-based length
+    and a warm-up ratio resolved)."""
+    return int(_read(summary)["config"]["warmup_steps"])
 
 
 def log_fit(points: pd.DataFrame) -> dict[str, float | int | None]:

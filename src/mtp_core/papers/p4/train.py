@@ -11,7 +11,9 @@ mtp_horizon`, `phase: row`; `phase: random` draws a per-row offset from (seed, s
 official packing, so every phase is trained); all parameters trained (A4, `train_embeddings: true`; `false` freezes
 the embeddings and LM head as the official `sft.py`); loss on the response (A5, `loss_on`); rows beyond
 `max_tokens` truncated or, as the official exporter, dropped (A6, `overlong`); `gradient_checkpointing`
-non-reentrant (the official sft.py's).
+non-reentrant (the official sft.py's); the run length `train.max_steps` or, as the paper, `epochs` of the rows kept
+with a `warmup_ratio` (§3.1, A8; `epochs` module); float32 master weights whatever dtype the model was loaded in
+(`prepare_model`).
 
 The checkpoint records `config.dmtd = {encoding_layers, decoding_layers, combine, cycle, version}` and loads with
 plain `AutoModelForCausalLM` (no remote code); the `dmtd` decoder reads its defaults from it.
@@ -39,6 +41,7 @@ from ...train.launch.methods import check_model_data_train, load_model_and_rows
 from ...train.loop import StepContext, StepOutput, TrainResult, train
 from ...train.sft import SFTBatches, SFTConfig, SFTStep, encode_rows, response_logits
 from .cyclic import training_offsets
+from .epochs import resolve_train
 from .split import CONFIG_KEY, DMTDSpec, dmtd_hooks
 
 log = logging.getLogger(__name__)
@@ -50,8 +53,9 @@ OVERLONG = ("truncate", "drop")
 class DMTDConfig(SFTConfig):
     """Paper 4's method settings (config `papers.p4.method`): the SFT data settings (`max_tokens`, `template`,
     `loss_on`, `shuffle`, `seed`) plus the split (`encoding_layers`, `decoding_layers`, `combine`), the training
-    τ `cycle`, `phase` (row | random), `overlong` (truncate | drop), `train_embeddings` and
-    `gradient_checkpointing` (module docstring)."""
+    τ `cycle`, `phase` (row | random), `overlong` (truncate | drop), `train_embeddings`,
+    `gradient_checkpointing` (module docstring), and the run length in `epochs` with its `warmup_ratio`
+    (`epochs` module; None: `train.max_steps`, `train.warmup_steps`)."""
 
     encoding_layers: int = 0
     decoding_layers: int = 8
@@ -61,6 +65,8 @@ class DMTDConfig(SFTConfig):
     overlong: str = "truncate"
     train_embeddings: bool = True
     gradient_checkpointing: bool = False
+    epochs: float | None = None
+    warmup_ratio: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -70,6 +76,10 @@ class DMTDConfig(SFTConfig):
             raise ValueError(f"phase: {self.phase!r} is not one of {', '.join(PHASES)}")
         if self.overlong not in OVERLONG:
             raise ValueError(f"overlong: {self.overlong!r} is not one of {', '.join(OVERLONG)}")
+        if self.epochs is not None and not self.epochs > 0:
+            raise ValueError(f"epochs must be > 0, got {self.epochs}")
+        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         self.spec  # noqa: B018  (the split's own checks)
 
     @property
@@ -145,13 +155,23 @@ class P4Step(SFTStep):
 
 
 def prepare_model(model: torch.nn.Module, cfg: DMTDConfig) -> None:
-    """Check the split against the model, record it in `config.dmtd` (every export carries it), freeze the
-    embeddings and head unless `train_embeddings`, and turn on non-reentrant gradient checkpointing if asked."""
+    """Check the split against the model, hold float32 master weights, record the split in `config.dmtd` (every
+    export carries it), freeze the embeddings and head unless `train_embeddings`, and turn on non-reentrant
+    gradient checkpointing if asked.
+
+    Master weights: a model loaded in a lower precision (the paper config declares its Qwen3 models `bfloat16`, for
+    inference) is upcast, exactly, to float32 before training: AdamW on bf16 weights rounds most updates of a
+    1e-4 learning rate away, where the official ZeRO-3 bf16 runs keep float32 masters. The compute precision is
+    `train.precision` (autocast) and the launcher's `fsdp_param_dtype`; exports hold the float32 masters (loaders
+    cast them to the declared dtype)."""
     L.check_supported(model)
     try:
         cfg.spec.check(L.num_layers(model))
     except ValueError as e:
         raise ValueError(f"p4.method: {e}") from None
+    if any(p.is_floating_point() and p.dtype != torch.float32 for p in model.parameters()):
+        log.info("P4: %s weights upcast to float32 master weights", next(model.parameters()).dtype)
+        model.float()
     setattr(model.config, CONFIG_KEY, cfg.spec.as_config(cfg.cycle))
     if not cfg.train_embeddings:
         model.get_input_embeddings().requires_grad_(False)
@@ -175,16 +195,19 @@ def train_p4(
     dist: Any = None,
     callbacks: Sequence[Any] = (),
 ) -> TrainResult:
-    """Train `loaded.model` (its base weights) with DMTD on (query, response) rows; resumes from
-    `out_dir/checkpoints`; the final model (with `config.dmtd`) in `out_dir/model`."""
+    """Train `loaded.model` (its base weights) with DMTD on (query, response) rows for `train.max_steps` steps or
+    `p4.epochs` epochs of the rows kept (`epochs.resolve_train`); resumes from `out_dir/checkpoints`; the final
+    model (with `config.dmtd`) in `out_dir/model`."""
     cfg = p4_cfg if isinstance(p4_cfg, DMTDConfig) else DMTDConfig.from_dict(p4_cfg)
-    tc = train_cfg if isinstance(train_cfg, TrainConfig) else TrainConfig.from_dict(train_cfg)
+    train_keys = train_cfg.as_dict() if isinstance(train_cfg, TrainConfig) else dict(train_cfg)
     model, tok = loaded.model, loaded.tokenizer
     prepare_model(model, cfg)
     template = resolve_template(cfg.template, loaded.chat_template)
     examples = encode_p4_rows(rows, tok, cfg, template)
+    tc = TrainConfig.from_dict(resolve_train(train_keys, cfg.epochs, cfg.warmup_ratio, len(examples)))
     log.info(
-        "P4 data: %d rows, template %s, loss on %s; split %s, training τ %d, combine %s, phase %s",
+        "P4 data: %d rows, template %s, loss on %s; split %s, training τ %d, combine %s, phase %s; %d steps of %d "
+        "rows (%s), warm-up %d",
         len(examples),
         template,
         cfg.loss_on,
@@ -192,6 +215,10 @@ def train_p4(
         cfg.cycle,
         cfg.combine,
         cfg.phase,
+        tc.max_steps,
+        tc.global_batch_size,
+        "train.max_steps" if cfg.epochs is None else f"{cfg.epochs:g} epoch(s)",
+        tc.warmup_steps,
     )
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else loaded.eos_ids[0]
     return train(
@@ -213,10 +240,13 @@ P4_KEYS = ("p4",)
 
 def launch_check(settings: dict) -> dict:
     """Settings of method `p4` (`plan.run_settings`): those of `launch.methods.check_model_data_train` and `p4`
-    (DMTDConfig keys)."""
-    out = check_model_data_train(settings, P4_KEYS, "p4 settings")
-    DMTDConfig.from_dict(settings.get("p4"))
-    return out
+    (DMTDConfig keys); an epoch-based run's `train.max_steps` is `epochs.LAUNCHER_STEPS` until its job counts rows."""
+    cfg = DMTDConfig.from_dict(settings.get("p4"))
+    try:
+        train = resolve_train(settings.get("train") or {}, cfg.epochs, cfg.warmup_ratio, rows=None)
+    except ValueError as e:
+        raise ValueError(f"p4 settings: {e}") from None
+    return check_model_data_train({**settings, "train": train}, P4_KEYS, "p4 settings")
 
 
 def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
