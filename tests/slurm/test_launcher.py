@@ -33,7 +33,7 @@ import torch
 from mtp_core.train.launch import interrupt_job, launch
 
 from ..toy_method import TOY
-from ..unit.test_distributed import run_ranks
+from ..unit.ranks import run_ranks
 from ..unit.test_launch import _attempts, _curves, _wait_for_step
 from .conftest import ACCOUNT, PARTITION, sacct_jobs
 

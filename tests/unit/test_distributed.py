@@ -2,24 +2,19 @@
 weights of 1 process at the same global batch; FSDP2 shards the frozen teacher, which never receives a gradient;
 checkpoints resume bit for bit under FSDP2 and keep the single-process layout.
 
-Ranks are forked from the test process (no re-import of torch/transformers: a group of 2 starts in well under a
-second) and meet through a `file://` rendezvous. The launcher's own path (submitit's TorchDistributedEnvironment in
-2 local tasks) is covered in test_launch.py.
+Ranks are forked from the test process (`ranks.run_ranks`). The launcher's own path (submitit's
+TorchDistributedEnvironment in 2 local tasks) is covered in test_launch.py; paper 2's model under both strategies in
+test_p2_distributed.py.
 """
 
 from __future__ import annotations
 
-import itertools
-import multiprocessing as mp
-import os
-import traceback
-
 import pytest
 import torch
 
-from mtp_core.train import LocalDist, TrainConfig, read_curves, train
-from mtp_core.train.loop import WALL_CLOCK_COLUMNS
+from mtp_core.train import LocalDist, TrainConfig, train
 
+from .ranks import curves, max_diff, run_ranks, weights_diff
 from .test_train import Killed, _setup
 
 TOL = 5e-5  # max abs difference allowed between the 1- and 2-process loss curves / weights (float32 sums)
@@ -42,49 +37,6 @@ def _cfg(**kw):
         grad_clip=1.0,
     )
     return TrainConfig(**{**base, **kw})
-
-
-def _child(rank, world, init, fn, out, args):
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    try:
-        dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
-        try:
-            res = fn(rank, world, *args)
-        finally:
-            dist.destroy_process_group()
-        torch.save(res, out)
-    except BaseException:
-        with open(f"{out}.err", "w") as f:
-            f.write(traceback.format_exc())
-        os._exit(1)
-
-
-_groups = itertools.count()
-
-
-def run_ranks(world, fn, tmp_path, *args, timeout=120):
-    """Run fn(rank, world, *args) in `world` forked processes of one gloo group; their return values, by rank."""
-    ctx = mp.get_context("fork")
-    n = next(_groups)
-    init = tmp_path / f"pg-{n}"  # a fresh rendezvous file per group
-    outs = [tmp_path / f"group{n}-rank{r}.pt" for r in range(world)]
-    procs = [ctx.Process(target=_child, args=(r, world, init, fn, outs[r], args)) for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout)
-    errors = []
-    for r, p in enumerate(procs):
-        if p.is_alive():
-            p.kill()
-            errors.append(f"rank {r}: still running after {timeout} s")
-        elif p.exitcode:
-            err = outs[r].with_name(outs[r].name + ".err")
-            errors.append(f"rank {r} exited {p.exitcode}:\n{err.read_text() if err.exists() else ''}")
-    assert not errors, "\n".join(errors)
-    return [torch.load(o, weights_only=False) for o in outs]
 
 
 def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
@@ -129,36 +81,17 @@ def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
     return info
 
 
-def _curves(d):
-    return [
-        {k: float(v) for k, v in r.items() if k not in WALL_CLOCK_COLUMNS and v != ""}
-        for r in read_curves(d / "curves.csv")
-    ]
-
-
-def _max_diff(a_rows, b_rows, cols=("loss", "grad_norm")):
-    """Largest difference of `cols` over the steps; a metric a step has no count for (empty) is empty in both."""
-    assert [r["step"] for r in a_rows] == [r["step"] for r in b_rows]
-    assert all(a.keys() == b.keys() for a, b in zip(a_rows, b_rows))
-    return max(abs(a[c] - b[c]) for a, b in zip(a_rows, b_rows) for c in cols if c in a)
-
-
-def _weights_diff(a, b):
-    assert a.keys() == b.keys()
-    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
-
-
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_processes_match_one(tmp_path, strategy, record_property):
     """Global batch 4 = 4 micro-batches of 1 row in one process, 2 per process in two: same curve, same weights.
     The token counts (weights) of each step must be identical; loss and grad norm within float tolerance."""
     one = run_ranks(1, _train_p1, tmp_path, "none", tmp_path / "one", {})[0]
     two = run_ranks(2, _train_p1, tmp_path, strategy, tmp_path / "two", {})
-    c1, c2 = _curves(tmp_path / "one"), _curves(tmp_path / "two")
+    c1, c2 = curves(tmp_path / "one"), curves(tmp_path / "two")
     assert [(r["weight"], r["tokens"], r["lr"]) for r in c1] == [(r["weight"], r["tokens"], r["lr"]) for r in c2]
-    d_loss = _max_diff(c1, c2, ("loss",))
-    d_curve = _max_diff(c1, c2, ("loss", "grad_norm") + tuple(k for k in c1[0] if k.startswith("acc")))
-    d_weights = _weights_diff(one["state"], two[0]["state"])
+    d_loss = max_diff(c1, c2, ("loss",))
+    d_curve = max_diff(c1, c2, ("loss", "grad_norm") + tuple(k for k in c1[0] if k.startswith("acc")))
+    d_weights = weights_diff(one["state"], two[0]["state"])
     record_property("max_abs_loss_diff", d_loss)
     record_property("max_abs_weight_diff", d_weights)
     print(
@@ -191,8 +124,8 @@ def test_fsdp_resume_is_bit_exact_and_checkpoints_keep_the_local_layout(tmp_path
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step-00000002"]
     res = run_ranks(2, _train_p1, tmp_path, "fsdp", tmp_path / "run", {})
     assert res[0]["resumed_from"] == 2
-    assert _weights_diff(ref[0]["state"], res[0]["state"]) == 0.0
-    assert _curves(tmp_path / "ref") == _curves(tmp_path / "run")
+    assert weights_diff(ref[0]["state"], res[0]["state"]) == 0.0
+    assert curves(tmp_path / "ref") == curves(tmp_path / "run")
 
     fsdp_state = torch.load(tmp_path / "run" / "checkpoints" / "step-00000005" / "state.pt", weights_only=True)
     local = run_ranks(1, _train_p1, tmp_path, "none", tmp_path / "local", {"max_steps": 2})
