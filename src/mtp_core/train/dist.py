@@ -208,13 +208,6 @@ def _tie(model: torch.nn.Module) -> None:
             m.tie_weights()
 
 
-def _release(twin: torch.nn.Module) -> None:
-    """Free the weights an export gathered into the twin: what it owns goes back to the meta device (never
-    `twin.to("meta")`, which would move the parameters it shares with a live module too)."""
-    state = twin.state_dict()
-    twin.load_state_dict({k: torch.empty_like(v, device="meta") for k, v in state.items()}, assign=True)
-
-
 def _optim_to_index(state: dict[str, Any]) -> dict[str, Any]:
     """A full optimiser state keyed by parameter names -> the `optimizer.state_dict()` layout (0, 1, ... in
     param-group order)."""
@@ -360,7 +353,7 @@ class FSDPDist(DDPDist):
         try:
             yield twin
         finally:
-            _release(twin)  # frees the gathered weights until the next export
+            twin.to("meta")  # frees the gathered weights until the next export (not the modules it only shares)
 
 
 def make_dist(strategy: str = "auto", device: torch.device | None = None, **kwargs: Any) -> LocalDist:
