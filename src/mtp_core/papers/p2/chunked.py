@@ -15,20 +15,23 @@ positions (at least 1) of each of the micro-batch's B windows; a batch that fits
 null) takes `p2_loss` on whole logits, unchanged (embedded and tiny scale: 8 x 127 and 4 x 31 rows per depth, below
 the default 1024).
 
-Peak memory at the paper's shape (B 2 x S 4096 windows, V 151,680, bf16 autocast; R = B(S-1) = 8190 rows per
-depth; an fp32 [R, V] tensor is 4.97 GB, the bf16 logits of one depth 2.48 GB):
+Memory at the paper's shape (B 2 x S 4096 windows, V 151,680, bf16 autocast; R = B(S-1) = 8190 rows per depth;
+an fp32 [R, V] tensor is 4.97 GB, the bf16 logits of one depth 2.48 GB):
 
-* before (whole logits): the backward keeps each depth's fp32 log-softmax of its CE, 4.97 GB per depth: 9.9 GB at
-  K = 1, 24.8 GB at K = 4 (the Top-N KL keeps [R, N] tensors only, 0.33 GB at N = 10,000; `norm: full` and `index:
-  union` add a full one per head). At the last head's KL the forward also holds every depth's bf16 logits ((K+1) x
-  2.48 GB) and the KL's two fp32 copies of a depth's logits (9.9 GB): a peak of about 25 GB at K = 1 and 47 GB at
-  K = 4, on top of the model's own activations.
-* after (chunks of c = 1024 rows per depth: 512 positions of each window, 8 chunks): nothing of vocabulary size
-  is kept between the forward and the backward. While one chunk runs (forward, or recomputation and backward), the
-  same tensors exist on c rows instead of R (an fp32 [c, V] tensor: 0.62 GB): its logits (K+1) x 0.31 GB, its CE
-  log-softmaxes (K+1) x 0.62 GB, the KL's two fp32 copies 1.24 GB, a depth's logit gradient 0.93 GB: about 4.0 GB
-  at K = 1 and 6.8 GB at K = 4, linear in c. The price: one more lm_head forward per row and depth (2 d V flops),
-  a third of the lm_head's forward and backward.
+* kept from the forward for the backward. Before (whole logits): each depth's fp32 log-softmax of its CE, 4.97
+  GB per depth: 9.9 GB at K = 1, 24.8 GB at K = 4 (the Top-N KL keeps [R, N] tensors, 0.33 GB at N = 10,000;
+  `norm: full` and `index: union` add a full one per head). After (chunks): nothing of vocabulary size; a
+  checkpoint keeps its inputs, views of h^0 and h^k, alive anyway.
+* peak. Before, the forward also holds every depth's bf16 logits at once ((K+1) x 2.48 GB) and the KL's fp32
+  copies of a depth's logits; after, only one chunk's tensors exist at a time (c = 1024 rows: an fp32 [c, V]
+  tensor is 0.62 GB), during its forward or its recomputation and backward. Measured (CPU, bf16 autocast,
+  N 10,000, d 64; peak RSS growth over the loss's forward and backward) at 1/16 of the rows (S 257, R = 512)
+  and chunks of 1/8 of 1024 (128 rows): K = 1: 1.63 GB whole, 0.52 GB in chunks; K = 4: 3.98 GB whole, 1.16 GB
+  in chunks. Whole logits grow with R and chunks with c, so at the paper's shape and 1024 rows: about 26 GB ->
+  4.2 GB at K = 1, and 64 GB -> 9.3 GB at K = 4, on top of the model's own activations.
+
+The price: one more lm_head forward per row and depth (2 d V flops), a third of the lm_head's forward and
+backward; the same whichever the chunk size.
 """
 
 from __future__ import annotations
