@@ -1,6 +1,10 @@
-"""Multi-process test helpers: ranks forked from the test process into one gloo group (no re-import of
-torch/transformers: a group of 2 starts in well under a second, meeting through a `file://` rendezvous), and the
-comparisons of their training outputs (loss curves without wall-clock columns, weights)."""
+"""Running a function on forked ranks of one gloo process group (CPU), and comparing the runs' curves and weights:
+the helpers of the 2-process tests (test_distributed.py, test_p2_distributed.py).
+
+Ranks are forked from the test process (no re-import of torch/transformers: a group of 2 starts in well under a
+second) and meet through a `file://` rendezvous. A rank that raises writes its traceback next to its result file;
+`run_ranks` fails with every rank's traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import itertools
 import multiprocessing as mp
 import os
 import traceback
+from pathlib import Path
 
 import torch
 
@@ -60,8 +65,8 @@ def run_ranks(world, fn, tmp_path, *args, timeout=120):
     return [torch.load(o, weights_only=False) for o in outs]
 
 
-def curves(d):
-    """The rows of `d/curves.csv` as floats, without the wall-clock columns (empty cells left out)."""
+def curves(d: Path) -> list[dict[str, float]]:
+    """The rows of `d/curves.csv` without the wall-clock columns, as floats (empty cells left out)."""
     return [
         {k: float(v) for k, v in r.items() if k not in WALL_CLOCK_COLUMNS and v != ""}
         for r in read_curves(d / "curves.csv")
@@ -76,6 +81,6 @@ def max_diff(a_rows, b_rows, cols=("loss", "grad_norm")):
 
 
 def weights_diff(a, b):
-    """Largest absolute difference between two state dicts with the same keys."""
+    """Largest absolute difference between two state dicts of the same keys."""
     assert a.keys() == b.keys()
     return max((a[k].double() - b[k].double()).abs().max().item() for k in a)

@@ -1,10 +1,11 @@
 """The training loop under torch.distributed on CPU (gloo): DDP and FSDP2 with 2 processes give the loss curve and
-weights of 1 process at the same global batch; FSDP2 shards the frozen teacher, which never receives a gradient;
-checkpoints resume bit for bit under FSDP2 and keep the single-process layout.
+weights of 1 process at the same global batch; FSDP2 shards the frozen teacher's layers (its embedding and lm_head
+stay whole on every rank), which never receive a gradient; checkpoints resume bit for bit under FSDP2 and keep the
+single-process layout.
 
-Ranks are forked from the test process (`ranks.run_ranks`: no re-import of torch/transformers, a group of 2 starts
-in well under a second) and meet through a `file://` rendezvous. The launcher's own path (submitit's
-TorchDistributedEnvironment in 2 local tasks) is covered in test_launch.py.
+Ranks are forked from the test process (`ranks.run_ranks`). The launcher's own path (submitit's
+TorchDistributedEnvironment in 2 local tasks) is covered in test_launch.py; paper 2's model under both strategies in
+test_p2_distributed.py.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
     except Killed:
         return {"killed": True}
     info = {
-        "teacher_type": type(step.teacher).__name__,
-        "teacher_param_types": sorted({type(p).__name__ for p in step.teacher.parameters()}),
+        "teacher_layer_types": sorted({type(m).__name__ for m in step.teacher.model.layers}),
+        "teacher_layer_param_types": sorted({type(p).__name__ for p in step.teacher.model.layers.parameters()}),
+        "teacher_embedding_type": type(step.teacher.get_input_embeddings().weight).__name__,
         "teacher_grads": [p.grad is not None for p in step.teacher.parameters()],
         "teacher_requires_grad": any(p.requires_grad for p in step.teacher.parameters()),
         "model_type": type(model).__name__,
@@ -98,8 +100,9 @@ def test_two_processes_match_one(tmp_path, strategy, record_property):
     assert d_curve < TOL and d_weights < TOL
     assert (tmp_path / "two" / "model" / "model.safetensors").exists()
     if strategy == "fsdp":
-        for r in two:  # the teacher: sharded, frozen, no gradient ever, unchanged
-            assert r["teacher_type"].startswith("FSDP") and r["teacher_param_types"] == ["DTensor"]
+        for r in two:  # the teacher: its layers sharded, its embedding whole; frozen, no gradient ever, unchanged
+            assert all(t.startswith("FSDP") for t in r["teacher_layer_types"])
+            assert r["teacher_layer_param_types"] == ["DTensor"] and r["teacher_embedding_type"] == "Parameter"
             assert not any(r["teacher_grads"]) and not r["teacher_requires_grad"]
             assert r["model_type"].startswith("FSDP")
         assert two[0]["teacher_fingerprint_after"] == pytest.approx(two[0]["teacher_fingerprint"], rel=1e-12)

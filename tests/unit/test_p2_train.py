@@ -145,30 +145,36 @@ def test_step_state_guards_the_trunk(env):
         P2Step(b.model, DeepSeekMTPHeads.from_trunk(b.model, 2), cfg, 1).load_state_dict(saved)
 
 
-@pytest.mark.parametrize("trunk", ["frozen", "last_layers"])
-def test_model_projects_scored_positions_with_the_windows_loss(env, trunk):
-    """`P2Model` projects each depth's logits on its scored positions only; its loss and every trained gradient
-    equal those of whole-window logits (K = 3, positions past a depth's window end included there)."""
+@pytest.mark.parametrize("trunk", ["frozen", "last_layers", "all"])
+def test_model_loss_is_the_windows_loss(env, trunk):
+    """`P2Model`'s forward is the loss: each depth projected on its scored positions only, in chunks of 6 rows (3
+    targets of each of 2 windows); its loss, metrics and every trained gradient equal those of `p2_loss` on
+    whole-window logits (K = 3, positions past a depth's window end included there)."""
     from mtp_core.heads.deepseek import DeepSeekMTPHeads
     from mtp_core.papers.p2.losses import p2_loss
     from mtp_core.papers.p2.train import P2Model
 
     lm = loaded(env)
-    extra = {"trunk": "last_layers", "trunk_layers": 1} if trunk == "last_layers" else {}
-    cfg = P2Config.from_dict({**METHOD, "num_heads": 3, **extra})
+    extra = {"trunk": "last_layers", "trunk_layers": 1} if trunk == "last_layers" else {"trunk": trunk}
+    cfg = P2Config.from_dict({**METHOD, "num_heads": 3, **extra, "loss": {**METHOD["loss"], "chunk_rows": 6}})
     ids = torch.from_numpy(Windows(TokenShards(env["shards"]), 32, 1000).train_rows(0, 2))
     torch.manual_seed(0)
+    lm.model.requires_grad_(trunk == "all")
     model = P2Model(lm.model, DeepSeekMTPHeads.from_trunk(lm.model, 3), cfg)
     if trunk == "last_layers":
         model.tail.requires_grad_(True)
-    main, logits = model({"ids": ids})
-    assert [x.shape[1] for x in logits] == [32 - 1 - k for k in (1, 2, 3)]
-    p2_loss(main, logits, ids, cfg.loss).loss.backward()
+    loss, metrics = model({"ids": ids}, 0)
+    loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
     model.zero_grad()
     h0 = model.hidden({"ids": ids})
     whole = [lm.model.lm_head(h) for h in model.heads.forward_train(lm.model, h0, ids)]
-    p2_loss(lm.model.lm_head(h0), whole, ids, cfg.loss).loss.backward()
+    ref = p2_loss(lm.model.lm_head(h0), whole, ids, cfg.loss)
+    ref.loss.backward()
+    torch.testing.assert_close(loss, ref.loss)
+    assert list(metrics) == list(ref.metrics)
+    for name, v in ref.metrics.items():
+        torch.testing.assert_close(metrics[name].float(), v.float(), msg=name)
     assert got and all(torch.allclose(got[n], p.grad, atol=1e-6) for n, p in model.named_parameters() if n in got)
 
 

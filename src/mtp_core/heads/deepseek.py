@@ -66,7 +66,9 @@ def _classes(model_type: str) -> tuple[type[nn.Module], type[nn.Module]]:
 
 
 class MTPHead(nn.Module):
-    """One depth's weights: enorm, hnorm, the 2d -> d projection (no bias), the block, outnorm."""
+    """One depth's weights: enorm, hnorm, the 2d -> d projection (no bias), the block, outnorm; its forward is the
+    whole of one depth on the trunk's shared parts (so that FSDP2, which gathers a head's weights in its forward,
+    may shard each head as a unit)."""
 
     def __init__(self, cfg: PretrainedConfig):
         super().__init__()
@@ -77,6 +79,21 @@ class MTPHead(nn.Module):
         self.proj = nn.Linear(2 * d, d, bias=False)
         self.block = layer_cls(cfg, layer_idx=0)
         self.norm = norm_cls(d, eps=eps)
+
+    def forward(
+        self,
+        emb: torch.Tensor,
+        h_prev: torch.Tensor,
+        pos: torch.Tensor,
+        rotary: nn.Module,
+        mask: Any = None,
+        cache: Any = None,
+        emb_first: bool = True,
+    ) -> torch.Tensor:
+        """h^k = outnorm(Block(W [enorm(emb) ; hnorm(h_prev)])) with RoPE at `pos` (`rotary`: the trunk's)."""
+        e, h = self.enorm(emb), self.hnorm(h_prev)
+        x = self.proj(torch.cat((e, h) if emb_first else (h, e), dim=-1))
+        return self.norm(self.block(x, mask, pos, cache, position_embeddings=rotary(x, pos)))
 
 
 @register_heads("deepseek_mtp")
@@ -177,13 +194,9 @@ class DeepSeekMTPHeads(DraftHeads):
         """h^depth at the given rows: `h_prev` [B, T, d] (h^{depth-1} at positions `pos` [B, T]) and `ids` [B, T]
         (the tokens `depth` steps ahead of each row). `mask` / `cache`: None for a causal window; a decoder's
         chunk on its per-depth cache passes both (`chunk_mask`)."""
-        head = self.heads[self.head_of(depth)]
-        emb = head.enorm(trunk.get_input_embeddings()(ids).to(h_prev.dtype))
-        hid = head.hnorm(h_prev)
-        pair = (emb, hid) if self.config.get("concat", "emb_first") == "emb_first" else (hid, emb)
-        x = head.proj(torch.cat(pair, dim=-1))
-        rope = trunk.model.rotary_emb(x, pos)
-        return head.norm(head.block(x, mask, pos, cache, position_embeddings=rope))
+        emb = trunk.get_input_embeddings()(ids).to(h_prev.dtype)
+        emb_first = self.config.get("concat", "emb_first") == "emb_first"
+        return self.heads[self.head_of(depth)](emb, h_prev, pos, trunk.model.rotary_emb, mask, cache, emb_first)
 
     def forward_train(
         self, trunk: nn.Module, h0: torch.Tensor, ids: torch.Tensor, depths: int | None = None, pad_id: int = 0

@@ -86,17 +86,18 @@ def trunk_info(model: torch.nn.Module, name: str | None = None) -> dict[str, Any
 def save_heads(
     heads: DraftHeads,
     path: str | os.PathLike,
-    trunk: torch.nn.Module,
+    trunk: torch.nn.Module | Mapping[str, Any],
     *,
     trunk_name: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write `heads` (weights only) and `heads.json` to directory `path` atomically; returns the directory."""
+    """Write `heads` (weights only) and `heads.json` to directory `path` atomically; returns the directory.
+    `trunk`: the trunk, or its `trunk_info` taken earlier (a trunk whose layers FSDP2 has since sharded)."""
     meta = {
         "format": FORMAT,
         "arch": heads.arch,
         "config": heads.config,
-        "trunk": trunk_info(trunk, trunk_name),
+        "trunk": dict(trunk) if isinstance(trunk, Mapping) else trunk_info(trunk, trunk_name),
         "extra": dict(extra or {}),
     }
     state = {k: v.detach().to("cpu").contiguous() for k, v in heads.state_dict().items()}

@@ -2,32 +2,45 @@
 
 The loop only talks to a `Dist` object: `wrap` the trainable module (before the optimiser is built: FSDP2
 replaces the parameters by sharded DTensors), `wrap_frozen` a frozen module a step function holds (P1's
-teacher), `no_sync` during accumulation, `all_reduce_sum` for the step's loss weight and metrics, the model /
-optimiser state dicts for checkpoints, `exportable` for HF exports, `is_main` for files.
+teacher, P2's frozen trunk), `no_sync` during accumulation, `all_reduce_sum` for the step's loss weight and
+metrics, the model / optimiser state dicts for checkpoints, `exportable` for HF exports, `is_main` for files.
 
 * `LocalDist`: one process, every hook the identity.
 * `DDPDist`: `DistributedDataParallel` over an initialised default process group (the launcher,
   `mtp_core.train.launch`, initialises it from submitit's `TorchDistributedEnvironment`; gloo on CPU, NCCL on
   GPU). A frozen module is replicated as it is (it never receives gradients).
 * `FSDPDist`: FSDP2 (`torch.distributed.fsdp.fully_shard`) on every decoder layer (HF `_no_split_modules`, or
-  the children of the model's `ModuleList`s), then on the root; the same for a frozen module, whose parameters
-  keep `requires_grad=False` (sharded, never updated, no gradient ever allocated). `no_sync` =
-  `set_requires_gradient_sync(last)`; state dicts are the full (unsharded, CPU) ones of
-  `torch.distributed.checkpoint.state_dict`, converted to the layout of `optimizer.state_dict()`, so a
-  checkpoint written by any of the three resumes under any other (and under another process count). HF exports
-  gather the full weights into an unsharded twin of the model on rank 0 (a meta-device copy made at `wrap`, so
-  it costs no memory between exports). `replicate > 1` gives HSDP (the official HYBRID_SHARD): a 2-D mesh,
-  replicated across `replicate` groups and sharded within each. bf16: the loop's autocast (`precision`), and
-  optionally `param_dtype` / `reduce_dtype` (FSDP2's `MixedPrecisionPolicy`).
+  the children of the model's `ModuleList`s), then on the root; a submodule whose parameters have another dtype
+  than the rest of its unit (GLM-4-MoE's float32 router in a bf16 model) is a unit of its own, gathered in its
+  own dtype (`odd_dtype_modules`). `no_sync` = `set_requires_gradient_sync(last)`;
+  state dicts are the full (unsharded, CPU) ones of `torch.distributed.checkpoint.state_dict`, converted to the
+  layout of `optimizer.state_dict()`, so a checkpoint written by any of the three resumes under any other (and
+  under another process count). HF exports gather the full weights into an unsharded twin of the model on rank 0
+  (a meta-device copy made at `wrap`, so it costs no memory between exports). `replicate > 1` gives HSDP (the
+  official HYBRID_SHARD): a 2-D mesh, replicated across `replicate` groups and sharded within each. bf16: the
+  loop's autocast (`precision`), and optionally `param_dtype` / `reduce_dtype` (FSDP2's `MixedPrecisionPolicy`).
 
 In every strategy the gradients are averaged over ranks (DDP all-reduce, FSDP reduce-scatter), which the loop
 undoes (x world / total weight), so a step's update is the token-weighted mean over the global batch whatever
-the process count. Step functions must call the wrapped module's `forward` (the P1 loss does), never
-submodules directly.
+the process count.
+
+**What a step function may call under FSDP2.** A sharded unit gathers its weights in its own forward, so:
+* the trained module: call the wrapped module's `forward` (the P1 loss does; P2's model computes its loss inside
+  its forward). Its root-level parameters (those in no unit: an HF model's embedding, final norm and lm_head)
+  are gathered in that forward and again at the start of its backward, so the forward may use them directly,
+  also in a `torch.utils.checkpoint` region its backward recomputes; its units only through their own forward.
+* a frozen module (`wrap_frozen`): its units (decoder layers) are sharded, each gathered in its own forward
+  and freed after it (it is its own FSDP root: no root forward is needed, so a step may run the module's
+  forward, or its inner model's, or its layers one by one); its other parameters (embedding, final norm,
+  lm_head, rotary buffers: frozen, so no gradient sync is needed) stay whole and replicated on every rank, so
+  a step may call them directly, e.g. the trunk's lm_head and embedding on draft heads' states (P2).
+* a module the trained model reads without registering it (P2's frozen trunk): the twin of `exportable` shares
+  it, never copies it (`_meta_twin`).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import datetime
@@ -62,7 +75,7 @@ class LocalDist:
         return model
 
     def wrap_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
-        """A frozen module a step function holds (P1's teacher): as it is, outside FSDP."""
+        """A frozen module a step function holds (P1's teacher, P2's frozen trunk): as it is."""
         return module
 
     @contextlib.contextmanager
@@ -145,12 +158,54 @@ def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [c for m in model.modules() if isinstance(m, torch.nn.ModuleList) for c in m.children()]
 
 
+def odd_dtype_modules(unit: torch.nn.Module) -> list[torch.nn.Module]:
+    """The submodules of `unit` whose own parameters have another dtype than most of the unit's not yet sharded
+    parameters. FSDP2 gathers a unit's parameters in one collective and wants one dtype for its trainable ones;
+    transformers keeps some parameters of a bf16 model in float32 (GLM-4-MoE's router, `mlp.gate.weight`:
+    `_keep_in_fp32_modules_strict`), so those become units of their own."""
+    from torch.distributed.tensor import DTensor
+
+    own = [p for p in unit.parameters() if not isinstance(p, DTensor)]
+    if not own:
+        return []
+    counts = collections.Counter(p.dtype for p in own)
+    main = max(counts, key=lambda d: counts[d])
+    return [
+        m
+        for m in unit.modules()
+        if m is not unit and any(not isinstance(p, DTensor) and p.dtype != main for p in m.parameters(recurse=False))
+    ]
+
+
 def _meta_twin(model: torch.nn.Module) -> torch.nn.Module:
-    """A deep copy whose parameters live on the meta device (no memory); buffers are copied as they are."""
+    """A deep copy of what `model` owns (its registered parameters, on the meta device: no memory; its buffers,
+    copied as they are). A module it references without registering it (P2's trunk, read at call time) is not the
+    model's: it is shared with the twin, or, when some of its submodules are registered in the model (P2's
+    `last_layers`: the trunk's last layers and final norm train), copied module by module with its other
+    parameters shared, so that the twin's reference sees the twin's copies of the trained parts."""
+    owned = {id(p) for p in model.parameters()}
     memo: dict[int, Any] = {}
     for p in model.parameters():
         memo[id(p)] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+    registered = {id(m) for m in model.modules()}
+    for m in model.modules():
+        for ref in vars(m).values():
+            if not isinstance(ref, torch.nn.Module) or id(ref) in registered:
+                continue
+            if not any(id(p) in owned for p in ref.parameters()):
+                memo[id(ref)] = ref
+            else:
+                memo.update({id(p): p for p in ref.parameters() if id(p) not in owned})
     return copy.deepcopy(model, memo)
+
+
+def _tie(model: torch.nn.Module) -> None:
+    """Re-tie the input and output embeddings of every HF model in `model` (a state-dict load with `assign`
+    gives tied weights one tensor each)."""
+    for m in model.modules():
+        output = getattr(m, "get_output_embeddings", None)
+        if callable(getattr(m, "tie_weights", None)) and callable(output) and output() is not None:
+            m.tie_weights()
 
 
 def _optim_to_index(state: dict[str, Any]) -> dict[str, Any]:
@@ -200,15 +255,28 @@ class FSDPDist(DDPDist):
         self.reshard_after_forward = reshard_after_forward
         self._twins: dict[int, torch.nn.Module] = {}
 
-    def _shard(self, model: torch.nn.Module) -> torch.nn.Module:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    def _shard_kwargs(self) -> dict[str, Any]:
+        from torch.distributed.fsdp import MixedPrecisionPolicy
 
         kw: dict[str, Any] = {"mesh": self.mesh, "reshard_after_forward": self.reshard_after_forward}
         if self.param_dtype is not None or self.reduce_dtype is not None:
             kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=self.param_dtype, reduce_dtype=self.reduce_dtype)
+        return kw
+
+    def _shard_unit(self, unit: torch.nn.Module, kw: dict[str, Any]) -> None:
+        """`fully_shard(unit)`, after its submodules of another dtype (`odd_dtype_modules`) as units of their own,
+        gathered in their own dtype (no `param_dtype` cast: they stay as precise as their model keeps them)."""
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        for sub in odd_dtype_modules(unit):
+            fully_shard(sub, **{**kw, "mp_policy": MixedPrecisionPolicy(reduce_dtype=self.reduce_dtype)})
+        fully_shard(unit, **kw)
+
+    def _shard(self, model: torch.nn.Module) -> torch.nn.Module:
+        kw = self._shard_kwargs()
         for unit in shard_units(model):
-            fully_shard(unit, **kw)
-        fully_shard(model, **kw)
+            self._shard_unit(unit, kw)
+        self._shard_unit(model, kw)
         return model
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -219,9 +287,15 @@ class FSDPDist(DDPDist):
         return model
 
     def wrap_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Shard the units of a frozen module (each its own FSDP root, freed after its forward whatever
+        `reshard_after_forward` says: no backward ever frees it); its other parameters stay whole on every rank
+        (module docstring)."""
         if any(p.requires_grad for p in module.parameters()):
             raise ValueError("wrap_frozen: the module has trainable parameters (freeze it first)")
-        return self._shard(module)
+        kw = {**self._shard_kwargs(), "reshard_after_forward": True}
+        for unit in shard_units(module):
+            self._shard_unit(unit, kw)
+        return module
 
     @contextlib.contextmanager
     def no_sync(self, wrapped: torch.nn.Module, last: bool) -> Iterator[None]:
@@ -275,12 +349,11 @@ class FSDPDist(DDPDist):
             return
         twin = self._twins[id(model)]
         twin.load_state_dict(full, assign=True)
-        if hasattr(twin, "tie_weights"):
-            twin.tie_weights()
+        _tie(twin)
         try:
             yield twin
         finally:
-            twin.to("meta")  # frees the gathered weights until the next export
+            twin.to("meta")  # frees the gathered weights until the next export (not the modules it only shares)
 
 
 def make_dist(strategy: str = "auto", device: torch.device | None = None, **kwargs: Any) -> LocalDist:

@@ -7,7 +7,8 @@ train(step_fn, model, batches, cfg, out_dir, dist=LocalDist())
   moves it to the device, wraps it with `dist.wrap` (identity, DDP or FSDP2, `dist.py`), then builds AdamW
   over its trainable parameters (`optim.param_groups`; after wrapping, since FSDP2 replaces the parameters)
   and the warm-up schedule. Frozen modules a step function holds (`frozen_modules`: attribute names,
-  default `("teacher",)` where present) go through `dist.wrap_frozen` (sharded, never trained, under FSDP2).
+  default `("teacher",)` where present) go through `dist.wrap_frozen` (never trained; under FSDP2 its layers
+  sharded, the rest whole on every rank).
 * `batches`: a `BatchSource`, `micro_batch(MicroBatchSpec) -> batch`. A micro-batch is named by its step and
   its global index `chunk` in that step (0 .. global/micro - 1, whatever the process count) and the position
   `start = step * global + chunk * micro` of its first row in the source's infinite row stream. Sources are

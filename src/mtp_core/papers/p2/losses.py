@@ -42,7 +42,8 @@ TEACHERS = ("main", "ensemble_mean", "ensemble_split")
 
 @dataclass(frozen=True)
 class P2LossConfig:
-    """The loss settings of one run (config `papers.p2.method`'s loss keys; module docstring)."""
+    """The loss settings of one run (config `papers.p2.method`'s loss keys; module docstring). `chunk_rows`: how
+    training computes it, not what (`chunked.p2_loss_hidden`: the logit rows of one depth per chunk)."""
 
     alpha: float = 0.3
     beta: float = 1.0
@@ -56,6 +57,7 @@ class P2LossConfig:
     teacher: str = "main"
     weight_schedule: dict | None = None
     normalize_by_heads: bool = False
+    chunk_rows: int | None = 1024
 
     def __post_init__(self) -> None:
         for key, allowed in (("direction", DIRECTIONS), ("index", INDEX), ("norm", NORMS), ("teacher", TEACHERS)):
@@ -65,6 +67,8 @@ class P2LossConfig:
             raise ValueError(f"topn (N) must be >= 1, got {self.topn}")
         if self.alpha < 0 or self.beta < 0 or self.main_weight < 0:
             raise ValueError(f"alpha, beta and main_weight must be >= 0 (beta {self.beta}, alpha {self.alpha})")
+        if self.chunk_rows is not None and self.chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1 or null (no chunking), got {self.chunk_rows}")
         if not 0.0 <= self.hybrid_weight <= 1.0:
             raise ValueError(f"hybrid_weight must be in [0, 1], got {self.hybrid_weight}")
         ws = self.weight_schedule
@@ -182,9 +186,61 @@ def teachers(
     out = [aligned(main, k, 0, s)]
     if kind != "main":
         out += [aligned(heads[j - 1], k, j, s) for j in range(1, k)]
+    return compose_teachers(out, kind)
+
+
+def compose_teachers(rows: list[torch.Tensor], kind: str) -> list[torch.Tensor]:
+    """The teachers of one depth from its teacher set's logits on its targets ([main, heads 1..k-1]): each one
+    (`main`, `ensemble_split`), or their uniform mean (`ensemble_mean`)."""
     if kind == "ensemble_mean":
-        return [torch.stack([x.float() for x in out]).mean(0)]
-    return out
+        return [torch.stack([x.float() for x in rows]).mean(0)]
+    return rows
+
+
+def check_teachers(cfg: P2LossConfig, k: int, depths: Any) -> None:
+    """An ensemble teacher of depth k needs the logits of every depth 1..k-1 (`depths`: those at hand)."""
+    if cfg.teacher != "main" and any(j not in depths for j in range(1, k)):
+        raise ValueError(f"an ensemble teacher of depth {k} needs the logits of depths 1..{k - 1}")
+
+
+def depth_terms(
+    student: torch.Tensor,
+    target: torch.Tensor,
+    teach: Sequence[torch.Tensor],
+    idx: torch.Tensor | None,
+    teacher_pred: torch.Tensor,
+    cfg: P2LossConfig,
+    beta: float,
+    reduce: Any = torch.mean,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(CE_k, KL_k, agree, acc) of depth k's rows, each reduced over the rows by `reduce` (mean: a window batch;
+    sum: a chunk of one, `chunked`): `student` its logits on its targets `target`, `teach` its teachers there
+    (`compose_teachers`; KL_k is their mean: `ensemble_split` weights each β / |set|), `idx` the main head's Top-N
+    there (None: each teacher's own), `teacher_pred` the main head's argmax there."""
+    ce = reduce(token_cross_entropy(student, target))
+    kls = []
+    with torch.set_grad_enabled(torch.is_grad_enabled() and beta > 0):
+        for t in teach:
+            kls.append(
+                reduce(
+                    topn_kl(
+                        student,
+                        t,
+                        cfg.topn,
+                        direction=cfg.direction,
+                        index=cfg.index,
+                        norm=cfg.norm,
+                        detach=cfg.detach,
+                        hybrid_weight=cfg.hybrid_weight,
+                        idx=idx,
+                    )
+                )
+            )
+    kl = torch.stack(kls).mean()
+    with torch.no_grad():
+        pred = student.argmax(-1)
+        agree, acc = reduce((pred == teacher_pred).float()), reduce((pred == target).float())
+    return ce, kl, agree, acc
 
 
 @dataclass
@@ -222,34 +278,12 @@ def p2_loss(
         target = head_targets(ids, k)
         if student.shape[1] == 0:
             continue
-        ce = token_cross_entropy(student, target).mean()
-        if cfg.teacher != "main" and any(j not in depth_logits for j in range(1, k)):
-            raise ValueError(f"an ensemble teacher of depth {k} needs the logits of depths 1..{k - 1}")
+        check_teachers(cfg, k, depth_logits)
         teach = teachers(main_logits, [depth_logits.get(j) for j in range(1, k)], k, cfg.teacher, s)
-        kls = []
-        with torch.set_grad_enabled(torch.is_grad_enabled() and beta > 0):
-            for t in teach:
-                kls.append(
-                    topn_kl(
-                        student,
-                        t,
-                        cfg.topn,
-                        direction=cfg.direction,
-                        index=cfg.index,
-                        norm=cfg.norm,
-                        detach=cfg.detach,
-                        hybrid_weight=cfg.hybrid_weight,
-                        idx=None if main_idx is None else aligned(main_idx, k, 0, s),
-                    ).mean()
-                )
-        kl = torch.stack(kls).mean()  # ensemble_split: each teacher weighted β / |set|
+        idx = None if main_idx is None else aligned(main_idx, k, 0, s)
+        ce, kl, agree, acc = depth_terms(student, target, teach, idx, aligned(main_pred, k, 0, s), cfg, beta)
         total = total + alpha * ce + (beta * kl if beta > 0 else 0.0)
-        with torch.no_grad():
-            pred = student.argmax(-1)
-            metrics[f"ce@{k}"] = ce.detach()
-            metrics[f"kl@{k}"] = kl.detach()
-            metrics[f"agree@{k}"] = (pred == aligned(main_pred, k, 0, s)).float().mean()
-            metrics[f"acc@{k}"] = (pred == target).float().mean()
+        metrics.update({f"ce@{k}": ce.detach(), f"kl@{k}": kl.detach(), f"agree@{k}": agree, f"acc@{k}": acc})
     return P2LossOutput(total, metrics)
 
 

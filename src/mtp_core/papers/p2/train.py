@@ -14,6 +14,16 @@ heads are frozen and only the new depths are scored (the same CE + KL loss, the 
 rebuilt from their sources, not saved with every checkpoint. The export is one directory: the heads
 (`heads.save_heads`, naming their trunk by fingerprint) and, when the trunk trained, its HF checkpoint beside
 them (`decoder.heads` and `load_model(checkpoint=...)` then read the same directory).
+
+**Under DDP and FSDP2 (`train.dist`).** `P2Model.forward` computes the loss (`chunked.p2_loss_hidden`), so that
+everything the trained module owns runs inside its forward, and it projects the logits with the trunk's lm_head
+itself. `trunk: all`: the trunk is the model's (FSDP2 shards its layers and the heads; the embedding, final norm
+and lm_head are the root's, gathered for the forward and backward). `frozen`: the trunk is the step's frozen
+module (`frozen_modules`): FSDP2 shards its decoder layers and keeps its embedding, final norm and lm_head whole
+on every rank, which the heads then call directly; the export's twin of the model shares it, and the export
+names it by the fingerprint taken before it was sharded. `last_layers`: the trunk's last layers and final norm
+are the model's; the rest of the trunk stays whole and replicated (as under DDP), so that the export can write
+the whole trained trunk from one rank.
 """
 
 from __future__ import annotations
@@ -30,14 +40,15 @@ from torch import nn
 
 from ...config import section_keys
 from ...data.shards import TokenShards
-from ...heads import load_heads, save_heads, trunk_fingerprint
+from ...heads import load_heads, save_heads, trunk_fingerprint, trunk_info
 from ...heads.deepseek import CONCAT, INITS, DeepSeekMTPHeads
 from ...io import atomic_dir
 from ...layers import causal_mask, rope, run_layers
 from ...train.config import TrainConfig
 from ...train.loop import MicroBatchSpec, StepContext, StepOutput, TrainResult, resolve_device, train
+from .chunked import p2_loss_hidden
 from .data import FeatureCache, Windows
-from .losses import P2LossConfig, metric_names, p2_loss, scored
+from .losses import P2LossConfig, metric_names
 
 log = logging.getLogger(__name__)
 TRUNK = ("frozen", "last_layers", "all")
@@ -137,16 +148,15 @@ class P2Model(nn.Module):
             out = self.trunk.model(input_ids=ids, output_hidden_states=True)
         return out.hidden_states[self.trunk.config.num_hidden_layers - self.cfg.trunk_layers]
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """(main logits Q [B, S, V], logits of the trained depths [P^first .. P^K], each on its scored positions
-        only: P^k [B, S-1-k, V], `scored`)."""
+    def forward(self, batch: dict[str, torch.Tensor], step: int = 0) -> tuple[torch.Tensor, dict[str, Any]]:
+        """(the loss of the batch's windows at optimiser step `step`, its metrics): `p2_loss` of the main logits Q
+        and of the trained depths' logits P^first .. P^K, each projected on its scored positions only (`scored`),
+        chunk by chunk (`chunked.p2_loss_hidden`, `cfg.loss.chunk_rows`)."""
         ids = batch["ids"]
         h0 = self.hidden(batch)
-        lm_head = self.trunk.lm_head
-        with torch.set_grad_enabled(torch.is_grad_enabled() and self.cfg.trunk != "frozen"):
-            main = lm_head(h0)
-        hs = self.heads.forward_train(self.trunk, h0, ids)
-        return main, [lm_head(scored(h, k)) for k, h in enumerate(hs, 1) if k >= self.first_depth]
+        hs = self.heads.forward_train(self.trunk, h0, ids)[self.first_depth - 1 :]
+        out = p2_loss_hidden(self.trunk.lm_head, h0, hs, ids, self.cfg.loss, step, self.first_depth)
+        return out.loss, out.metrics
 
 
 # ------------------------------------------------------------------------------------------------- data
@@ -169,14 +179,19 @@ class P2Batches:
 
 
 class P2Step:
-    """`p2_loss` over the model's logits -> `StepOutput`; holds the frozen trunk (module docstring)."""
-
-    frozen_modules = ("trunk",)
+    """The model's loss -> `StepOutput`; holds the frozen trunk (module docstring)."""
 
     def __init__(self, trunk: nn.Module, heads: DeepSeekMTPHeads, cfg: P2Config, first_depth: int, *, tokenizer=None):
         self.trunk, self.cfg, self.first_depth, self.tokenizer = trunk, cfg, first_depth, tokenizer
         self.metric_names = metric_names(first_depth, heads.num_heads)
         self._fingerprint = self._fingerprints(heads)
+        self._trunk_info = trunk_info(trunk) if cfg.trunk == "frozen" else None  # before FSDP2 shards it
+
+    @property
+    def frozen_modules(self) -> tuple[str, ...]:
+        """The loop's `wrap_frozen` list: the trunk when all of it is frozen (the module docstring says why not
+        otherwise)."""
+        return ("trunk",) if self.cfg.trunk == "frozen" else ()
 
     def _fingerprints(self, heads: DeepSeekMTPHeads) -> dict[str, Any]:
         frozen = [h for h in heads.heads[: self.first_depth - 1]]
@@ -188,9 +203,8 @@ class P2Step:
         self.trunk.to(device)
 
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor], ctx: StepContext) -> StepOutput:
-        main, heads = model(batch)
-        out = p2_loss(main, heads, batch["ids"], self.cfg.loss, ctx.step, self.first_depth)
-        return StepOutput(loss=out.loss, metrics=out.metrics, tokens=batch["ids"].numel())
+        loss, metrics = model(batch, ctx.step)
+        return StepOutput(loss=loss, metrics=metrics, tokens=batch["ids"].numel())
 
     def state_dict(self) -> dict[str, Any]:
         return {"fingerprints": self._fingerprint}
@@ -204,16 +218,18 @@ class P2Step:
         ):
             raise ValueError("the frozen heads differ from those this checkpoint was extended from")
 
-    def export(self, model: nn.Module, path: str | os.PathLike) -> Path:
-        """The heads, and the trained trunk's HF checkpoint when it trained, in one directory."""
+    def export(self, model: P2Model, path: str | os.PathLike) -> Path:
+        """The heads, and the trained trunk's HF checkpoint when it trained, in one directory. `model`: the plain
+        model, or under FSDP2 its twin holding the gathered weights, whose `trunk` holds the twin's trained layers
+        (`train.dist._meta_twin`)."""
         info = {"trunk_trained": self.cfg.trunk != "frozen", "first_trained_depth": self.first_depth}
         if self.cfg.trunk == "frozen":
-            return save_heads(model.heads, path, self.trunk, extra=info)
+            return save_heads(model.heads, path, self._trunk_info, extra=info)
         with atomic_dir(path) as tmp:
-            self.trunk.save_pretrained(tmp, safe_serialization=True)
+            model.trunk.save_pretrained(tmp, safe_serialization=True)
             if self.tokenizer is not None:
                 self.tokenizer.save_pretrained(tmp)
-            save_heads(model.heads, tmp / "heads", self.trunk, extra=info)
+            save_heads(model.heads, tmp / "heads", model.trunk, extra=info)
         return Path(path)
 
 
