@@ -22,7 +22,6 @@ from mtp_core.train.loop import StopTraining
 
 from .ranks import TOL, curves, max_diff, run_ranks, weights_diff
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SCRATCH = {"source": "scratch", "tokenizer": "tiny", "hidden_size": 32, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
