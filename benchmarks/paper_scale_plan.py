@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import datetime
 import subprocess
 import sys
@@ -28,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paper_scale_terms import (
     COMPARE_GPU,
-    DTYPES,
     GIB,
     GPUS,
     HEADROOM,
@@ -54,8 +52,9 @@ from mtp_core.train.launch.settings import check_training
 
 REPO = Path(__file__).resolve().parents[1]
 MFU = 0.40
-CHUNK_KEY = "loss_chunk_rows"  # papers.p2.method: the chunked loss's positions per chunk
-PARAM_DTYPE = "param_dtype"  # train: the dtype parameters (and so gradients and AdamW states) are stored in
+# Paper 4 trains `epochs` over the AM-Thinking rows its job keeps, unknown before the data is prepared; the estimate
+# assumes the ~1,800 steps of 512 rows the paper's one epoch was reported as (spec A8, unverified).
+P4_ROWS = 1800 * 512
 
 
 def model_of(config: dict, name: str, cache: dict, mask_token: bool = False) -> torch.nn.Module:
@@ -79,10 +78,7 @@ def itemsize(name: str | None) -> int | None:
 
 def _common(config: dict, paper: str, plan: Any, launcher: dict, tokens: int) -> dict[str, Any]:
     """The fields every paper's training shares: world and batch from `check_training`, steps, dtypes."""
-    train = plan.train
-    if PARAM_DTYPE not in {f.name for f in dataclasses.fields(TrainConfig)}:  # read here until the loop knows it
-        train = {k: v for k, v in train.items() if k != PARAM_DTYPE}
-    tc, lc = check_training(f"papers.{paper}.runs.{plan.name}", train, launcher)
+    tc, lc = check_training(f"papers.{paper}.runs.{plan.name}", plan.train, launcher)
     if lc.strategy != "fsdp":
         raise ConfigError(f"papers.{paper}.runs.{plan.name}: strategy {lc.strategy!r}; this plan models FSDP2")
     return dict(
@@ -107,7 +103,8 @@ def _elem(plan: Any, stored: torch.dtype) -> int:
 
 
 def _stored(config: dict, plan: Any) -> torch.dtype:
-    return dtype_of(plan.train.get(PARAM_DTYPE)) or DTYPES[config["models"][plan.model].get("dtype", "float32")]
+    """The dtype the loop holds the trained parameters in (`TrainConfig.param_dtype`, its default when unset)."""
+    return dtype_of(TrainConfig.from_dict({"max_steps": 0, **plan.train}).param_dtype)
 
 
 def p1_training(config: dict, run: str, cache: dict) -> Training:
@@ -167,7 +164,7 @@ def p2_training(config: dict, run: str, cache: dict) -> Training:
     from mtp_core.papers.p2.train import P2Config, P2Model
 
     plan = p2.run_plan(config, run)
-    cfg = P2Config.from_dict({k: v for k, v in plan.method.items() if k != CHUNK_KEY})
+    cfg = P2Config.from_dict(plan.method)
     if cfg.trunk == "last_layers":
         raise ConfigError(f"papers.p2.runs.{run}: trunk last_layers is not a paper-scale regime this plan models")
     trunk = model_of(config, plan.model, cache)
@@ -181,7 +178,7 @@ def p2_training(config: dict, run: str, cache: dict) -> Training:
     stored = _stored(config, plan)
     e = _elem(plan, stored)
     s, b, k_all = cfg.seq_len, plan.train["micro_batch_size"], cfg.num_heads
-    chunk = plan.method.get(CHUNK_KEY) or b * s
+    chunk = cfg.loss.chunk_rows or b * s
 
     def cap(r: int) -> int:
         return min(r, chunk)
@@ -231,17 +228,20 @@ def p2_training(config: dict, run: str, cache: dict) -> Training:
         + (f"CE + KL on Top-{loss.topn}" if loss.beta > 0 else "CE only")
         + (f", {loss.teacher}" if loss.teacher != "main" else "")
         + (", union" if loss.index == "union" else "")
-        + (f", loss chunks of {chunk} rows" if plan.method.get(CHUNK_KEY) else ""),
+        + (f", loss chunks of {chunk} rows" if chunk < b * s else ""),
     )
 
 
 def p4_training(config: dict, run: str, cache: dict) -> Training:
     """Paper 4: the whole model trains (embeddings unless train_embeddings false) on packed rows of max_tokens."""
     from mtp_core.papers.p4 import plan as p4
+    from mtp_core.papers.p4.epochs import resolve_train
     from mtp_core.papers.p4.train import DMTDConfig
 
     plan = p4.run_plan(config, run)
     cfg = DMTDConfig.from_dict(plan.method)
+    if cfg.epochs is not None:  # the steps of its epochs over the assumed rows (the job counts the real ones)
+        plan = replace(plan, train=resolve_train(plan.train, cfg.epochs, cfg.warmup_ratio, rows=P4_ROWS))
     model = model_of(config, plan.model, cache)
     if not cfg.train_embeddings:
         model.get_input_embeddings().requires_grad_(False)
@@ -355,9 +355,11 @@ def render(config: dict, ts: list[Training], mfu: float, command: str, commit: s
         "- FSDP2 full sharding over nodes x tasks_per_node processes, one per GPU; memory in GiB per GPU at the",
         "  step's peak (a micro-batch's forward end / backward start), for one micro-batch of `rows x tokens` (`x`",
         "  the accumulation micro-batches per step); paper 1 at k = k_max, paper 4 with every row at max_tokens",
-        "- read when set: the train key `param_dtype` (float32 master weights: the stored dtype of parameters,",
-        "  gradients and AdamW states) and `papers.p2.method.loss_chunk_rows` (the chunked loss: positions per head",
-        "  whose logits exist at once)",
+        "- the stored dtype of parameters, gradients and AdamW states is each run's `train.param_dtype` (float32",
+        "  master weights unless set; paper 1: bfloat16, its official bf16-true); paper 2's logits are those of",
+        "  `method.loss.chunk_rows` positions per head at once (its chunked loss)",
+        f"- paper 4 trains one epoch of the AM-Thinking rows its job keeps; its steps here assume {P4_ROWS:,} rows",
+        "  (the ~1,800 steps of 512 rows reported for the paper's epoch, unverified)",
         "- for calibration, the papers' own figures: paper 1 trains each 100k-step run in 24-36 h on 4 GH200",
         "  (App. A.1); paper 2 ran for about 30 days on 256 H20 in all (App. B)",
         "",

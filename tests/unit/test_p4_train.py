@@ -122,29 +122,6 @@ def test_frozen_embeddings_option_and_overlong_rows():
     assert len(kept) > 0 and all(len(x) <= 80 for x, _ in kept)
 
 
-def test_lower_precision_start_weights_train_as_float32_masters():
-    """A model loaded in bf16 (the paper config's declared dtype) trains float32 master weights: `prepare_model`
-    upcasts it exactly, and a step then moves every weight as it moves the float32 copy of the same weights."""
-    cfg = DMTDConfig(encoding_layers=1, decoding_layers=2, max_tokens=128)
-    models = []
-    for cast in (False, True):
-        model, tok, batches = _setup(cfg)
-        model.to(torch.bfloat16)
-        if cast:
-            model.float()  # the reference: the bf16 weights, held in float32 by hand
-        prepare_model(model, cfg)
-        models.append(model)
-    half, ref = models
-    assert {p.dtype for p in half.parameters()} == {torch.float32}
-    batch = batches.micro_batch(MicroBatchSpec(0, 0, 0, 4))
-    for model in models:
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        P4Step(tok, cfg)(model, batch, _ctx()).loss.backward()
-        opt.step()
-    for (name, a), b in zip(half.named_parameters(), ref.parameters()):
-        assert torch.equal(a, b) and not torch.equal(a, a.bfloat16().float()), name
-
-
 def test_config_errors_name_the_key():
     for bad, msg in [
         ({"cycle": 0}, "cycle"),

@@ -226,23 +226,24 @@ def test_p2_moe_active_parameters_by_hand(config):
 
 
 def test_p2_logits_count_k_plus_one_heads_and_the_chunk_key_caps_them(config):
-    cfg = copy.deepcopy(config)
-    cfg["papers"]["p2"]["method"]["loss_chunk_rows"] = 1024
-    t = plan.p2_training(cfg, "mtpd_k4", {})
+    assert config["papers"]["p2"]["method"]["loss"]["chunk_rows"] == 1024  # the paper config's chunked loss
+    t = plan.p2_training(config, "mtpd_k4", {})
     V, N, c = 151680, 10000, 1024
     # 5 heads of at most 1024 rows: forward 6*5c + 4c beats backward 4*5c + 10c; Top-N log-probabilities of the
     # 4 trained heads (8 N per row, beta > 0) and the int64 Top-N index of the main head's rows
     assert t.logits == V * (6 * 5 * c + 4 * c) + 8 * N * 4 * c + 8 * N * c
-    full = plan.p2_training(config, "mtpd_k4", {})
+    whole = copy.deepcopy(config)
+    whole["papers"]["p2"]["method"]["loss"]["chunk_rows"] = None
+    full = plan.p2_training(whole, "mtpd_k4", {})
     rows = [2 * (4096 - 1 - k) for k in range(1, 5)] + [2 * 4096]
     assert full.logits == V * max(6 * sum(rows) + 4 * 8192, 4 * sum(rows) + 10 * 8192) + 8 * N * (sum(rows[:4]) + 8192)
 
 
 def test_param_dtype_key_stores_parameters_gradients_and_adamw_in_float32(config, runs):
     cfg = copy.deepcopy(config)
-    cfg["papers"]["p4"]["train"]["param_dtype"] = "float32"
-    fp32 = terms.memory_terms(plan.p4_training(cfg, "main", {}))
-    bf16 = terms.memory_terms(runs["p4", "main"])
+    cfg["papers"]["p4"]["train"]["param_dtype"] = "bfloat16"
+    fp32 = terms.memory_terms(runs["p4", "main"])  # unset: float32 master weights
+    bf16 = terms.memory_terms(plan.p4_training(cfg, "main", {}))
     for key in ("params", "grads", "adamw"):
         assert fp32[key] == 2 * bf16[key]
     assert fp32["gathered"] == bf16["gathered"]  # FSDP2 still gathers in fsdp_param_dtype (bf16)

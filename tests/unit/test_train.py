@@ -381,3 +381,29 @@ def test_ddp_hook_single_process_equals_local(tmp_path):
     assert _comparable(read_curves(tmp_path / "ddp" / "curves.csv")) == _comparable(
         read_curves(tmp_path / "local" / "curves.csv")
     )
+
+
+def test_a_model_loaded_in_bf16_trains_float32_master_weights(tmp_path):
+    """`param_dtype` float32 (the default): a model loaded in bf16 (the paper scale's declared dtype) trains exactly
+    as its float32 upcast does; bfloat16 keeps bf16 weights, whose small updates round away; buffers keep their
+    dtype either way."""
+    runs = {}
+    for name, upcast, param_dtype in [
+        ("bf16-in", False, "float32"),
+        ("fp32-in", True, "float32"),
+        ("bf16", False, "bfloat16"),
+    ]:
+        model, _, step, batches = _setup()
+        model.to(torch.bfloat16)
+        if upcast:
+            for p in model.parameters():
+                p.data = p.data.float()  # the reference: the same bf16 values, held in float32 by hand
+        buffers = {n: b.dtype for n, b in model.named_buffers()}
+        train(step, model, batches, _tcfg(max_steps=2, lr=1e-5, param_dtype=param_dtype), tmp_path / name)
+        assert {n: b.dtype for n, b in model.named_buffers()} == buffers, name
+        runs[name] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    assert {p.dtype for p in runs["bf16-in"].values()} == {torch.float32}
+    assert all(torch.equal(runs["bf16-in"][n], runs["fp32-in"][n]) for n in runs["fp32-in"])
+    assert {p.dtype for p in runs["bf16"].values()} == {torch.bfloat16}
+    moved = [n for n, p in runs["bf16-in"].items() if not torch.equal(p, p.bfloat16().float())]
+    assert moved, "float32 masters hold updates finer than bf16"

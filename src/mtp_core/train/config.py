@@ -14,6 +14,7 @@ from ..config import section_keys
 
 SCHEDULES = ("constant", "cosine", "linear", "wsd")
 PRECISIONS = ("auto", "fp32", "bf16")
+PARAM_DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTINGS = ("tokens", "micro_batch")
 
 
@@ -31,6 +32,11 @@ class TrainConfig:
     `min_lr_ratio * lr` at `max_steps` | wsd (constant, then a cosine decay to `min_lr_ratio * lr` over the last
     `decay_fraction` of `max_steps`); `warmup_from_zero=True` reproduces the official first LR of 0 (G10).
     `grad_clip` (<= 0 disables); `precision` = auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16.
+    `param_dtype`: the dtype of the trained parameters, their gradients and AdamW's states, whatever dtype the model
+    was loaded in (the paper scale declares its models bf16 for inference): float32 (default) holds master weights
+    while the compute runs in `precision` / FSDP2's `fsdp_param_dtype`, as mixed-precision trainings do (AdamW on
+    bf16 weights rounds most updates of a 1e-5-1e-4 learning rate away); bfloat16 trains bf16 weights throughout
+    (paper 1's official `bf16-true`).
     `loss_weighting`: micro_batch (default; the official `loss / grad_accum`, averaged over ranks: the step
     minimises the mean of the micro-batches' mean losses, every micro-batch counting equally) | tokens (each
     micro-batch's mean weighted by its supervised tokens: the step minimises the token mean over the global
@@ -57,6 +63,7 @@ class TrainConfig:
     decay_fraction: float = 0.1
     grad_clip: float = 1.0
     precision: str = "auto"
+    param_dtype: str = "float32"
     loss_weighting: str = "micro_batch"
     checkpoint_every: int = 1000
     keep_last: int = 1
@@ -85,6 +92,8 @@ class TrainConfig:
             bad("schedule", f"{self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         if self.precision not in PRECISIONS:
             bad("precision", f"{self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.param_dtype not in PARAM_DTYPES:
+            bad("param_dtype", f"{self.param_dtype!r} is not one of {', '.join(PARAM_DTYPES)}")
         if self.loss_weighting not in WEIGHTINGS:
             bad("loss_weighting", f"{self.loss_weighting!r} is not one of {', '.join(WEIGHTINGS)}")
         if self.warmup_steps < 0 or self.checkpoint_every < 0 or self.keep_last < 1:

@@ -192,6 +192,16 @@ def _columns(step_fn: Any) -> list[str]:
     return BASE_COLUMNS + [n for n in names if n not in BASE_COLUMNS]
 
 
+def cast_parameters(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Hold `model`'s floating-point parameters in `dtype` (exactly, when upcasting); buffers keep theirs (RoPE's
+    float32 inverse frequencies stay float32 in a bf16 model)."""
+    cast = [p for p in model.parameters() if p.is_floating_point() and p.dtype != dtype]
+    if cast:
+        log.info("training parameters held in %s (%d tensors were %s)", dtype, len(cast), cast[0].dtype)
+    for p in cast:
+        p.data = p.data.to(dtype)
+
+
 def train(
     step_fn: StepFn,
     model: torch.nn.Module,
@@ -222,6 +232,7 @@ def train(
     ac_dtype = autocast_dtype(cfg.precision, dev)
 
     model.to(dev)
+    cast_parameters(model, getattr(torch, cfg.param_dtype))  # the master weights (TrainConfig.param_dtype)
     model.train()
     if hasattr(step_fn, "setup"):
         step_fn.setup(dev, dist)

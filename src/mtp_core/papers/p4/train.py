@@ -13,7 +13,7 @@ the embeddings and LM head as the official `sft.py`); loss on the response (A5, 
 `max_tokens` truncated or, as the official exporter, dropped (A6, `overlong`); `gradient_checkpointing`
 non-reentrant (the official sft.py's); the run length `train.max_steps` or, as the paper, `epochs` of the rows kept
 with a `warmup_ratio` (§3.1, A8; `epochs` module); float32 master weights whatever dtype the model was loaded in
-(`prepare_model`).
+(the loop's `train.param_dtype`).
 
 The checkpoint records `config.dmtd = {encoding_layers, decoding_layers, combine, cycle, version}` and loads with
 plain `AutoModelForCausalLM` (no remote code); the `dmtd` decoder reads its defaults from it.
@@ -155,23 +155,15 @@ class P4Step(SFTStep):
 
 
 def prepare_model(model: torch.nn.Module, cfg: DMTDConfig) -> None:
-    """Check the split against the model, hold float32 master weights, record the split in `config.dmtd` (every
-    export carries it), freeze the embeddings and head unless `train_embeddings`, and turn on non-reentrant
-    gradient checkpointing if asked.
-
-    Master weights: a model loaded in a lower precision (the paper config declares its Qwen3 models `bfloat16`, for
-    inference) is upcast, exactly, to float32 before training: AdamW on bf16 weights rounds most updates of a
-    1e-4 learning rate away, where the official ZeRO-3 bf16 runs keep float32 masters. The compute precision is
-    `train.precision` (autocast) and the launcher's `fsdp_param_dtype`; exports hold the float32 masters (loaders
-    cast them to the declared dtype)."""
+    """Check the split against the model, record the split in `config.dmtd` (every export carries it), freeze the
+    embeddings and head unless `train_embeddings`, and turn on non-reentrant gradient checkpointing if asked. The
+    loop holds float32 master weights whatever dtype the model was loaded in (`TrainConfig.param_dtype`: the
+    official ZeRO-3 bf16 runs keep float32 masters); exports hold them, loaders cast to the declared dtype."""
     L.check_supported(model)
     try:
         cfg.spec.check(L.num_layers(model))
     except ValueError as e:
         raise ValueError(f"p4.method: {e}") from None
-    if any(p.is_floating_point() and p.dtype != torch.float32 for p in model.parameters()):
-        log.info("P4: %s weights upcast to float32 master weights", next(model.parameters()).dtype)
-        model.float()
     setattr(model.config, CONFIG_KEY, cfg.spec.as_config(cfg.cycle))
     if not cfg.train_embeddings:
         model.get_input_embeddings().requires_grad_(False)
