@@ -103,14 +103,16 @@ def test_response_regions_keep_answers_once():
 
 def test_quantile_bins_by_hand():
     # confidence order (ties by appearance): rows 1, 2, 3, 0, 5, 4 -> three bins of two: {1, 2}, {3, 0}, {5, 4}
-    f = regions([0.5, 0.1, 0.3, 0.3, 0.9, 0.7], [2.0, 5.0, 4.0, 3.0, 0.5, 1.5])
+    f = regions([0.5, 0.1, 0.3, 0.3, 0.9, 0.7], [2.0, 5.0, 4.0, 1.0, 0.5, 1.5])
     b = binned(f, 3)
     assert b["bin"].tolist() == [0, 1, 2] and b["n"].tolist() == [2, 2, 2]
     assert b["confidence_mean"].tolist() == pytest.approx([0.2, 0.4, 0.8])
-    assert b["teacher_loss_mean"].tolist() == pytest.approx([4.5, 2.5, 1.0])
+    assert b["teacher_loss_mean"].tolist() == pytest.approx([4.5, 1.5, 1.0])
     sd = [math.sqrt(((5 - 4.5) ** 2 + (4 - 4.5) ** 2) / 1), math.sqrt(0.5), math.sqrt(0.5)]
     assert b["teacher_loss_std"].tolist() == pytest.approx(sd)
     assert b["teacher_loss_sem"].tolist() == pytest.approx([s / math.sqrt(2) for s in sd])
+    two = binned(f, 2)  # {1, 2, 3} and {0, 5, 4}: means, not medians
+    assert two["teacher_loss_mean"].tolist() == pytest.approx([10 / 3, 4 / 3]) and two["n"].tolist() == [3, 3]
     assert len(binned(f, 10)) == 6 and binned(f.iloc[0:0], 3).empty  # never more bins than regions
 
 
