@@ -337,7 +337,7 @@ def test_leaderboard_figure_points_by_hand(board, monkeypatch):
     files, spec = board
     captured = []
     monkeypatch.setattr(report_lb, "save_figure", lambda fig, png, pdf: captured.append(fig))
-    leaderboard_figure(load_results(files), ROWS_META, "f.png", "f.pdf")
+    leaderboard_figure(load_results(files), ROWS_META[::-1], "f.png", "f.pdf")  # greedy last: its line is its own
     axes = captured[0].axes
     assert [ax.get_title() for ax in axes] == [
         "specbench: agreement with greedy",
@@ -395,3 +395,33 @@ def test_identical_fraction_counts_prompts_equal_to_greedy(tiny_llama):
         members = [not o for p, o in zip(prompts, odd) if p.category == cat]
         assert row["per_category"][cat]["identical_fraction"] == pytest.approx(sum(members) / len(members))
     assert row["identical_to_greedy"] is None and summary["decoders"]["greedy"]["identical_fraction"] == 1.0
+
+
+def test_report_script_writes_the_table_and_the_figure(board, tmp_path):
+    """workflow/scripts/leaderboard_report.py: kind `table` writes the CSV and markdown in the plan's row order,
+    kind `figure` the PNG and PDF."""
+    import runpy
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    files, spec = board
+    script = str(REPO / "workflow/scripts/leaderboard_report.py")
+    for kind, output in (
+        ("table", {"csv": str(tmp_path / "lb.csv"), "md": str(tmp_path / "lb.md")}),
+        ("figure", {"png": str(tmp_path / "lb.png"), "pdf": str(tmp_path / "lb.pdf")}),
+    ):
+        smk = SimpleNamespace(
+            log=[str(tmp_path / f"{kind}.log")],
+            input=SimpleNamespace(results=files),
+            params=SimpleNamespace(rows=ROWS_META, kind=kind),
+            output=SimpleNamespace(**output),
+        )
+        runpy.run_path(script, init_globals={"snakemake": smk}, run_name="__main__")
+    table = pd.read_csv(tmp_path / "lb.csv")
+    assert list(table["label"]) == [r["label"] for r in ROWS_META] * 2
+    assert table["× greedy"].tolist() == pytest.approx(
+        [spec[(p, lab)]["speedup"] for p, lab in zip(table["prompt set"], table["label"])]
+    )
+    assert re.search(r"\|\s*P1 main, Static k=2\s*\|", (tmp_path / "lb.md").read_text())
+    assert (tmp_path / "lb.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "lb.pdf").read_bytes()[:4] == b"%PDF"
