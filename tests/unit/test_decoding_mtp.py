@@ -82,7 +82,7 @@ def reference_decode(model, prompt, k, max_new, accept, mask_id, eos=(), conf_lo
         ks = min(k, max_new - len(out))
         logits = model(input_ids=torch.tensor([seq + [mask_id] * (ks - 1)])).logits[:, -ks:]
         if conf_log is not None:
-            conf_log.append(top1_confidence(logits)[0])
+            conf_log.append(softmax_top1(logits)[0])
         c = min(int(accept(logits)[0]), ks)
         toks = logits[0].argmax(-1)[:c].tolist()
         acc.append(c)
@@ -97,8 +97,26 @@ def static_rule(logits):
     return torch.full((logits.shape[0],), logits.shape[1])
 
 
+def leading_run(confidences, tau, k_max):
+    """ConfAdapt's rule written out (paper 1 §4.6), sharing nothing with `accept_count`: walk the positions from
+    the first, stop at the first whose confidence is below tau or at k_max; at least one token."""
+    n = 0
+    for c in confidences[:k_max]:
+        if c < tau:
+            break
+        n += 1
+    return max(1, n)
+
+
+def softmax_top1(logits):
+    """Per position, the largest softmax probability (float64, each position on its own): `[..., V] -> [...]`."""
+    return logits.double().softmax(-1).max(-1).values
+
+
 def conf_rule(tau, k_max):
-    return lambda logits: accept_count(top1_confidence(logits), tau, k_max)
+    """The reference ConfAdapt acceptance of a step's logits `[B, K, V]`: `leading_run` of each row's per-position
+    softmax top-1 probabilities (not `accept_count` / `top1_confidence`, which the decoder uses)."""
+    return lambda logits: torch.tensor([leading_run(row.tolist(), tau, k_max) for row in softmax_top1(logits)])
 
 
 def parity_rule(logits):
@@ -163,6 +181,20 @@ def test_accept_count_hand_made():
     assert int(accept_count(torch.tensor([0.5, 0.99]), 0.6)) == 1  # one row, unbatched
     with pytest.raises(ValueError):
         accept_count(torch.empty(2, 0), 0.5)
+
+
+def test_accept_count_equals_the_rule_written_out():
+    """`accept_count` against `leading_run` on random confidences drawn from a few levels, so that values equal to
+    tau, runs broken in the middle and all-accept rows all occur, for several tau and k_max. The levels are exact
+    in float32, so that 'equal to tau' means the same in the tensor and in Python."""
+    g = torch.Generator().manual_seed(0)
+    levels = torch.tensor([0.5, 0.75, 0.875, 0.9375, 1.0])
+    conf = levels[torch.randint(0, len(levels), (200, 6), generator=g)]
+    for tau in (0.5, 0.75, 0.875, 0.9375, 1.0, 1.01):
+        for k_max in (None, 1, 3, 6, 16):
+            want = [leading_run(row, tau, k_max or 6) for row in conf.tolist()]
+            assert accept_count(conf, tau, k_max).tolist() == want, (tau, k_max)
+    assert len({leading_run(row, 0.875, 6) for row in conf.tolist()}) == 6  # every count 1..6 was exercised
 
 
 def test_top1_confidence_is_per_position_softmax_max():

@@ -15,12 +15,15 @@ from mtp_core import leaderboard as lb
 from mtp_core.bench import encode_prompts
 from mtp_core.config import ConfigError
 from mtp_core.decode_run import accuracy, decode_prompt_set
+from mtp_core.decoding import register_decoder
 from mtp_core.decoding.cost import CostModel, generation_steps, modeled_speedup
+from mtp_core.decoding.greedy import GreedyDecoder
 from mtp_core.evaluate.answers import extract_answer, is_correct
 from mtp_core.models import load_model
 from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.report import load_results
 from mtp_core.report.leaderboard import leaderboard_figure, leaderboard_frame, leaderboard_table
+from mtp_core.results import make_result, write_result
 from mtp_core.validation import validate_config
 
 from ..conftest import REPO
@@ -234,3 +237,191 @@ def test_p1_decoders_report_chunk_rows(tiny_loaded_qwen, student):
     rows = g.extra["chunk_rows"]
     assert rows[0] == 0 and len(rows) == g.forward_passes
     assert all(r == 3 - 1 + 3 for r in rows[1:-1])  # re-fed 3 accepted tokens + 2 masks
+
+
+# ------------------------------------------------------------------------------------ the table and figure by hand
+
+ROWS_META = [  # the plan's rows (leaderboard.job_rows), in table order
+    {"label": "greedy", "title": "Greedy", "paper": "base"},
+    {"label": "pld", "title": "PLD", "paper": "base"},
+    {"label": "p1-main-static-k2", "title": "P1 main, Static k=2", "paper": "p1"},
+    {"label": "p3-probing-bc10", "title": "P3 probing", "paper": "p3"},
+]
+
+
+def lb_result(tmp, prompt_set: str, row: dict, i: int, accuracy: bool) -> tuple[str, dict]:
+    """A row's result file on a prompt set, every statistic distinct (from i)."""
+    s = {
+        "n": 5 + i,
+        "tps": 10.0 + 1.5 * i,
+        "speedup": 0.8 + 0.07 * i,
+        "modeled": 1.1 + 0.09 * i,
+        "tpf": 1.0 + 0.13 * i,
+        "tpf_std": 0.01 * i,
+        "forwards": 100 + i,
+        "identical": 1.0 - 0.05 * i,
+        "acc": 0.3 + 0.02 * i,
+        "acc_se": 0.001 * i,
+    }
+    path = tmp / f"prompts-{prompt_set}" / f"{row['label']}.json"
+    write_result(
+        str(path),
+        make_result(
+            kind="decode",
+            paper=row["paper"],
+            run="m",
+            model="m",
+            task=prompt_set,
+            decoder={"name": "x", "lossless": row["paper"] != "p1", "params": {}},
+            n=s["n"],
+            decode_stats={
+                "tokens_per_forward": {"mean": s["tpf"], "std": s["tpf_std"]},
+                "effective_k": {"mean": s["tpf"] + 3, "std": 0.5},  # not the table's tokens/forward
+                "forward_passes": s["forwards"],
+                "tokens_per_s": s["tps"],
+                "speedup_vs_greedy": s["speedup"],
+                "modeled_speedup_vs_greedy": s["modeled"],
+                "identical_fraction": s["identical"],
+            },
+            settings={},
+            scale="tiny",
+            config_hash="0" * 12,
+            metrics={"accuracy": {"value": s["acc"], "stderr": s["acc_se"]}} if accuracy else None,
+        ),
+    )
+    return str(path), s
+
+
+@pytest.fixture
+def board(tmp_path):
+    """Every row on two prompt sets (math with accuracy, specbench without), files in scrambled order."""
+    files, spec = [], {}
+    for i, (ps, row) in enumerate((ps, r) for ps in ("math", "specbench") for r in ROWS_META):
+        path, spec[(ps, row["label"])] = lb_result(tmp_path, ps, row, i, accuracy=ps == "math")
+        files.append(path)
+    order = [5, 2, 0, 7, 1, 4, 3, 6]  # a specbench file comes first
+    return [files[j] for j in order], spec
+
+
+def test_leaderboard_frame_every_cell_by_hand(board):
+    files, spec = board
+    data = leaderboard_frame(load_results(files), ROWS_META)
+    assert list(zip(data["prompt_set"], data["label"])) == [
+        (ps, r["label"]) for ps in ("specbench", "math") for r in ROWS_META
+    ]  # prompt sets in order of first appearance (files[5] is specbench's), rows in the plan's order
+    titles = {r["label"]: r["title"] for r in ROWS_META}
+    for row in data.to_dict("records"):
+        s = spec[(row["prompt_set"], row["label"])]
+        assert row["row"] == titles[row["label"]] and row["lossless"] == ("no" if row["paper"] == "p1" else "yes")
+        got = [row[c] for c in ("n", "tokens_per_s", "speedup", "speedup_modeled", "tokens_per_forward")]
+        got += [row[c] for c in ("tokens_per_forward_std", "forward_passes", "identical")]
+        want = [s["n"], s["tps"], s["speedup"], s["modeled"], s["tpf"], s["tpf_std"], s["forwards"], s["identical"]]
+        assert got == pytest.approx(want), row
+        if row["prompt_set"] == "math":
+            assert [row["accuracy"], row["accuracy_stderr"]] == pytest.approx([100 * s["acc"], 100 * s["acc_se"]])
+        else:
+            assert math.isnan(row["accuracy"]) and math.isnan(row["accuracy_stderr"])
+    shown = leaderboard_table(load_results(files), ROWS_META).display()
+    s = spec[("math", "pld")]
+    row = shown[(shown["prompt set"] == "math") & (shown["label"] == "pld")].iloc[0]
+    assert row["tok/s"] == f"{s['tps']:.1f}" and row["× greedy"] == f"{s['speedup']:.2f}"
+    assert row["× greedy (modeled)"] == f"{s['modeled']:.2f}" and row["forwards"] == str(s["forwards"])
+    assert row["tokens/forward"] == f"{s['tpf']:.2f} ± {s['tpf_std']:.2f}"
+    assert row["accuracy (%)"] == f"{100 * s['acc']:.1f} ± {100 * s['acc_se']:.1f}"
+    assert row["identical to greedy"] == f"{s['identical']:.2f}"
+
+
+def test_leaderboard_figure_points_by_hand(board, monkeypatch):
+    import mtp_core.report.leaderboard as report_lb
+
+    files, spec = board
+    captured = []
+    monkeypatch.setattr(report_lb, "save_figure", lambda fig, png, pdf: captured.append(fig))
+    leaderboard_figure(load_results(files), ROWS_META[::-1], "f.png", "f.pdf")  # greedy last: its line is its own
+    axes = captured[0].axes
+    assert [ax.get_title() for ax in axes] == [
+        "specbench: agreement with greedy",
+        "math: agreement with greedy",
+        "math: accuracy",
+    ]
+    for ax, (ps, measure) in zip(axes, (("specbench", "identical"), ("math", "identical"), ("math", "acc"))):
+        points = {}
+        for coll in ax.collections:  # one scatter per paper
+            for x, y in coll.get_offsets():
+                points[coll.get_label(), round(float(x), 6)] = float(y)
+        for r in ROWS_META:
+            s = spec[(ps, r["label"])]
+            assert points[(r["paper"], round(s["speedup"], 6))] == pytest.approx(100 * s[measure]), (ps, measure, r)
+        assert {t.get_text() for t in ax.texts} == {r["title"] for r in ROWS_META}
+    acc = axes[2]
+    dashed = [line for line in acc.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and dashed[0].get_ydata()[0] == pytest.approx(100 * spec[("math", "greedy")]["acc"])
+
+
+@register_decoder("test-odd-prompts-altered")
+class _OddAltered(GreedyDecoder):
+    """Lossy stand-in: greedy, except that prompts of odd length get their first token changed."""
+
+    lossless = False
+
+    def generate(self, prompts, max_new_tokens, stop):
+        out = super().generate(prompts, max_new_tokens, stop)
+        for p, g in zip(prompts, out):
+            if len(p) % 2:
+                g.tokens[0] = (g.tokens[0] + 1) % 200 + 3
+        return out
+
+
+def test_identical_fraction_counts_prompts_equal_to_greedy(tiny_llama):
+    """The leaderboard's `identical` (and paper 3's) from the bench: the share of prompts whose tokens equal
+    greedy's, overall and per category, by hand from which prompts the stand-in alters."""
+    from mtp_core.bench import run_bench
+
+    rows = [
+        {"id": str(i), "category": c, "prompt": p}
+        for i, (c, p) in enumerate(
+            [("x", "hi"), ("x", "hello there"), ("y", "what is 2 + 2"), ("x", "tell me"), ("y", "a b")]
+        )
+    ]
+    prompts = encode_prompts(tiny_llama, rows)
+    odd = [len(p.ids) % 2 == 1 for p in prompts]
+    assert 0 < sum(odd) < len(odd)
+    summary, _ = run_bench(
+        tiny_llama, {"greedy": {}, "test-odd-prompts-altered": {}}, prompts, 4, batch_size=2, warmup=0, repeats=1
+    )
+    row = summary["decoders"]["test-odd-prompts-altered"]
+    assert row["identical_fraction"] == pytest.approx(sum(not o for o in odd) / len(odd))
+    for cat in ("x", "y"):
+        members = [not o for p, o in zip(prompts, odd) if p.category == cat]
+        assert row["per_category"][cat]["identical_fraction"] == pytest.approx(sum(members) / len(members))
+    assert row["identical_to_greedy"] is None and summary["decoders"]["greedy"]["identical_fraction"] == 1.0
+
+
+def test_report_script_writes_the_table_and_the_figure(board, tmp_path):
+    """workflow/scripts/leaderboard_report.py: kind `table` writes the CSV and markdown in the plan's row order,
+    kind `figure` the PNG and PDF."""
+    import runpy
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    files, spec = board
+    script = str(REPO / "workflow/scripts/leaderboard_report.py")
+    for kind, output in (
+        ("table", {"csv": str(tmp_path / "lb.csv"), "md": str(tmp_path / "lb.md")}),
+        ("figure", {"png": str(tmp_path / "lb.png"), "pdf": str(tmp_path / "lb.pdf")}),
+    ):
+        smk = SimpleNamespace(
+            log=[str(tmp_path / f"{kind}.log")],
+            input=SimpleNamespace(results=files),
+            params=SimpleNamespace(rows=ROWS_META, kind=kind),
+            output=SimpleNamespace(**output),
+        )
+        runpy.run_path(script, init_globals={"snakemake": smk}, run_name="__main__")
+    table = pd.read_csv(tmp_path / "lb.csv")
+    assert list(table["label"]) == [r["label"] for r in ROWS_META] * 2
+    assert table["× greedy"].tolist() == pytest.approx(
+        [spec[(p, lab)]["speedup"] for p, lab in zip(table["prompt set"], table["label"])]
+    )
+    assert re.search(r"\|\s*P1 main, Static k=2\s*\|", (tmp_path / "lb.md").read_text())
+    assert (tmp_path / "lb.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "lb.pdf").read_bytes()[:4] == b"%PDF"

@@ -50,6 +50,37 @@ def test_one_forward_matches_a_forward_per_mask(tiny_llama, strategy):
         assert torch.allclose(logits[p + t + j], out.logits[0, -1].float(), atol=1e-4)
 
 
+@torch.inference_mode()
+def test_rows_equal_plain_forwards_of_each_mask_and_its_true_token(tiny_llama):
+    """Every row of `alignment_rows` from two plain causal forwards: the mask hung on x_t (prompt, x_1..x_t, then
+    the mask embedding) and the true x_{t+1} (prompt, x_1..x_{t+1}); per layer the cosine of their last hidden
+    states, and the rank of x_{t+2} among the mask's logits (accepted: rank < topk)."""
+    model, tok = tiny_llama.model, tiny_llama.tokenizer
+    prompt = tiny_llama.encode("Count: one two three")
+    cont = build_decoder("greedy", model, tok).generate([prompt], 7, tiny_llama.stop_criteria())[0].tokens
+    dec = ProbingDecoder(model, tok)
+    emb, e = mask_embeddings(dec, prompt, cont), model.get_input_embeddings()
+    want = []
+    for t in range(1, len(cont) - 1):  # the mask on x_t and x_{t+1} both predict x_{t+2}
+        ids = torch.tensor([prompt + cont[:t]])
+        out_m = model(inputs_embeds=torch.cat([e(ids), emb[t - 1][None, None]], 1), output_hidden_states=True)
+        out_x = model(input_ids=torch.tensor([prompt + cont[: t + 1]]), output_hidden_states=True)
+        logits = out_m.logits[0, -1]
+        rank = sum(1 for v in logits.tolist() if v > float(logits[cont[t + 1]]))
+        for layer, (hm, hx) in enumerate(zip(out_m.hidden_states, out_x.hidden_states)):
+            cos = float(hm[0, -1] @ hx[0, -1] / (hm[0, -1].norm() * hx[0, -1].norm()))
+            want.append({"prompt": "p", "category": "c", "t": t, "layer": layer, "cosine": cos, "rank": rank})
+    ranks = sorted({w["rank"] for w in want})
+    assert len(ranks) > 1  # masks of several ranks: top-k with k = the second smallest splits them at a rank
+    topk = ranks[1]
+    rows, _ = alignment_rows(model, dec, prompt, cont, topk=topk, prompt_id="p", category="c")
+    assert [{k: r[k] for k in ("prompt", "category", "t", "layer", "rank")} for r in rows] == [
+        {k: w[k] for k in ("prompt", "category", "t", "layer", "rank")} for w in want
+    ]
+    assert [r["cosine"] for r in rows] == pytest.approx([w["cosine"] for w in want], abs=1e-4)
+    assert [r["accepted"] for r in rows] == [w["rank"] < topk for w in want]
+
+
 def test_rows_flag_acceptance_by_rank(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
     prompt = tiny_llama.encode("Count: one two three")
