@@ -88,7 +88,7 @@ def rehearsal(tmp_path_factory):
     work = tmp_path_factory.mktemp("rehearsal")
     cmd = [
         sys.executable, "-m", "snakemake", "--profile", "slurm", "--profile", "tests/slurm/ci",
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "--verbose", "all",
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "all",
         "--configfile", str(REPO / "config/paper.yaml"), str(REPO / "config/rehearsal.yaml"),
     ]  # fmt: skip
     log = work / "snakemake.log"
