@@ -18,6 +18,7 @@ from mtp_core.papers.p5.frontier import (
     pareto,
     search_all,
     simulate,
+    simulated_value,
     what_if,
 )
 
@@ -55,7 +56,7 @@ def test_search_by_hand():
     assert rows[0]["tree"] == [[0], [0, 0]]
     # the biased value of {(0,), (0, 0)} is 1.25 (probed at {(0,)}'s step starts), its own rollout 1.333
     res = search_all(hand_table(), [2], budgets=[2], tolerance=0.4, max_children=10)
-    (self_row,) = [r for r in debias(hand_table(), res, "all") if r["n_nodes"] == 2]
+    (self_row,) = [r for r in debias(res, "all", None, simulated_value(hand_table())) if r["n_nodes"] == 2]
     assert self_row["biased"] == pytest.approx(1.25) and self_row["self"] == pytest.approx(4 / 3)
     assert res["settings"]["stop_at"] == 2 and res["per_depth_history"]["2"][0]["id"] == "frontier_0000_n2_d2"
 

@@ -15,10 +15,11 @@ from mtp_core.papers.p5 import decoders  # noqa: F401  (registration)
 from mtp_core.papers.p5.bank import ROOT_ONLY, canonical, tree_depth
 from mtp_core.papers.p5.calibration import build_table
 from mtp_core.papers.p5.capture import greedy_trajectories
-from mtp_core.papers.p5.frontier import States, debias, simulate
+from mtp_core.papers.p5.engines import OfflineEngine
+from mtp_core.papers.p5.frontier import States, debias, simulate, simulated_value
 from mtp_core.papers.p5.scheduler import Policy, score
 from mtp_core.papers.p5.stages import FrontierSettings, task_frontier
-from mtp_core.papers.p5.throughput import StepPrices, policy_rollout
+from mtp_core.papers.p5.throughput import StepPrices
 
 from .p5_world import NEW_TOKENS, world
 
@@ -67,7 +68,7 @@ def test_simulation_equals_decoder_step_counts(name):
                 assert np.minimum(real, cap).tolist() == roll.accepts[p].tolist(), (tree, p)
                 accepted_any += int(real.sum())
         # the debiased ("self") value of the tree is its own decode's mean accept
-        row = debias(table, {"per_depth_history": {}}, "global", {"t": canonical(tree)})[0]
+        row = debias({"per_depth_history": {}}, "global", {"t": canonical(tree)}, simulated_value(table))[0]
         real_all = np.concatenate(
             [np.minimum(np.array(g.accepted[1:]) - 1, states.cap[s]) for g, s in zip(out, roll.steps)]
         )
@@ -98,8 +99,8 @@ def test_scheduler_simulation_equals_entmtp_choices(policy, small):
         kw = {"conservative": "s", "aggressive": "b", "tau_on": float(np.quantile(values, 0.6))}
         kw["tau_off"] = float(np.quantile(values, 0.3))
     order = sorted(bank, key=lambda i: (len(bank[i]), tree_depth(bank[i]), i))
-    sim = policy_rollout(table, States.of(table), bank, Policy(policy, order, **kw), feature)
-    assert 0.1 < max(sim["share"].values()) < 0.9  # the policy really switches
+    sim = OfflineEngine(table, 10).run(bank, Policy(policy, order, **kw), feature)
+    assert 0.1 < max(sim.share(order).values()) < 0.9  # the policy really switches
     dec = build_decoder(
         "entmtp",
         m,
@@ -113,7 +114,7 @@ def test_scheduler_simulation_equals_entmtp_choices(policy, small):
     out = dec.generate_all(w.prompts, NEW_TOKENS, StopCriteria(), batch_size=1)
     expect = build_decoder("greedy", m, tok).generate(w.prompts, NEW_TOKENS, StopCriteria())
     assert [g.tokens for g in out] == [g.tokens for g in expect]
-    assert [g.extra["trees"] for g in out] == sim["trees"]
+    assert [g.extra["trees"] for g in out] == sim.trees
     if not small:
         steps = [(t, a) for g in out for t, a in zip(g.extra["trees"], g.accepted[1:])]
         assert {a for t, a in steps if t == "s"} == {1} and any(t == "b" and a > 1 for t, a in steps)
@@ -138,7 +139,7 @@ def test_root_only_tree_in_the_frontier(dear, monkeypatch):
         price_reps=1,
         include_greedy=True,
     )
-    out = task_frontier(table, w.prompts, prices, w.loaded, heads, settings)
+    out = task_frontier(OfflineEngine(table, 10), table, w.prompts, prices, w.loaded, heads, settings)
     thr, bank = out["throughput"], out["bank"]
     rows = {r["id"]: r for r in thr["rows"]}
     assert rows[ROOT_ONLY]["n_nodes"] == 0 and rows[ROOT_ONLY]["mean_accept"] == 0
