@@ -141,6 +141,13 @@ def test_root_only_tree_in_the_frontier(dear, monkeypatch):
     )
     out = task_frontier(OfflineEngine(table, 10), table, w.prompts, prices, w.loaded, heads, settings)
     thr, bank = out["throughput"], out["bank"]
+    # Table 2's statistics over every re-scored tree, by brute force: max |self - biased| and Kendall's tau-a
+    rs = [r for r in out["self"]["rows"] if r["biased"] is not None]
+    assert out["self"]["max_abs_delta"] == pytest.approx(max(abs(r["self"] - r["biased"]) for r in rs))
+    pairs = [(a, b) for i, a in enumerate(rs) for b in rs[i + 1 :]]
+    concordance = [np.sign(a["biased"] - b["biased"]) * np.sign(a["self"] - b["self"]) for a, b in pairs]
+    assert out["self"]["kendall_tau"] == pytest.approx(sum(concordance) / len(pairs)) and len(rs) > 3
+    assert out["self"]["frontier_mode"] == "per-depth" and {r["depth"] for r in rs} == {1, 2}
     rows = {r["id"]: r for r in thr["rows"]}
     assert rows[ROOT_ONLY]["n_nodes"] == 0 and rows[ROOT_ONLY]["mean_accept"] == 0
     assert thr["hull"][0] == ROOT_ONLY and bank["conservative"] == ROOT_ONLY
