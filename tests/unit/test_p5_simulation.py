@@ -175,3 +175,36 @@ def test_root_only_tree_in_the_frontier(dear, monkeypatch):
     assert [g.tokens for g in got] == [g.tokens for g in expect]
     if dear:
         assert all(g.forward_passes == len(g.tokens) for g in got)
+
+
+def test_decoding_job_checks_the_simulation_only_at_temperature_zero(tmp_path):
+    """The decoding job's simulation check: a heads method with greedy acceptance is predicted step for step; one
+    with typical acceptance (the paper's T 0.7) is not checked (None, with the reason), and the job is not
+    flagged as unequal for it."""
+    import json
+
+    from mtp_core.papers.p5.jobs import decode_job
+
+    w = world()
+    tok = w.loaded.tokenizer
+    rows = [{"id": f"r{i}", "category": "toy", "prompt": tok.decode(p)} for i, p in enumerate(w.prompts[:2])]
+    methods = {
+        "greedy": {},
+        "hydra_greedy": {"decoder": "hydra", "heads": str(w.heads["hydra"]), "tree": [[0], [0, 0], [1]]},
+        "hydra_typical": {
+            "decoder": "hydra",
+            "heads": str(w.heads["hydra"]),
+            "tree": [[0], [0, 0]],
+            "acceptance": "typical",
+            "temperature": 0.7,
+        },
+    }
+    outputs = [str(tmp_path / f"{k}.json") for k in methods]
+    check = tmp_path / "check.json"
+    decode_job(
+        w.loaded, rows, methods, outputs, str(check), prompt_set="toy", scale="tiny", config_hash="x",
+        max_new_tokens=NEW_TOKENS, batch_size=1, threads=1, warmup=0, repeats=1,
+    )  # fmt: skip
+    got = json.loads(check.read_text())
+    assert got["methods"]["hydra_greedy"]["equal"] is True and got["all_equal"] is True
+    assert got["methods"]["hydra_typical"]["equal"] is None and "typical" in got["methods"]["hydra_typical"]["why"]
