@@ -193,3 +193,16 @@ def test_ladder_sweep_by_hand():
     # [0.5]: 0.9 -> b, 0.1 -> s: b b s (as binary τ 0.5); [0.05]: every score above: b b b
     assert sweep[0]["modeled_tokens_per_s"] == pytest.approx(8 / (1 + 1.6 + 1.6 + 1.3))
     assert sweep[1]["modeled_tokens_per_s"] == pytest.approx(8 / (1 + 3 * 1.6))
+
+
+def test_ladder_sweep_ranks_by_speed_not_by_the_order_tried():
+    """Scores 0.3 where B accepts 2, 0.1 elsewhere: the public default threshold 1/2 never reaches B (static S),
+    the swept 0.2 takes B exactly there and is faster, so it comes first."""
+    table = hand_table()
+    table[0].p0[:] = [0.3, 0.1, 0.1, 0.3, 0.1, 0.1, 0.1, 0.1]
+    sweep = ladder_sweep(
+        OfflineEngine(table, 10), prices([1.0, 1.2, 1.5, 2.0]), BANK, ["s", "b"], [0.2], "base_top1_prob"
+    )
+    assert [r["thresholds"] for r in sweep] == [[0.2], [0.5]]
+    assert sweep[0]["modeled_tokens_per_s"] == pytest.approx(8 / (1 + 1.6 + 1.6 + 1.3))  # b b s
+    assert sweep[1]["modeled_tokens_per_s"] == pytest.approx(8 / (1 + 4 * 1.3)) and sweep[1]["share"]["b"] == 0.0
