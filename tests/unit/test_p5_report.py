@@ -153,13 +153,13 @@ def test_acceptance_series_by_hand():
 
 
 THROUGHPUT = {
-    "rows": [
+    "rows": [  # not in node order: the series sort them
         {"id": "mc_sim_7b_63", "n_nodes": 63, "biased": None, "modeled_tokens_per_s": 5.0},
         {"id": "root_only", "n_nodes": 0, "depth": 0, "biased": None, "modeled_tokens_per_s": 10.0},
         {"id": "a", "n_nodes": 3, "depth": 1, "biased": 0.7, "modeled_tokens_per_s": 11.0},
         {"id": "b", "n_nodes": 2, "depth": 1, "biased": 0.5, "modeled_tokens_per_s": 12.0},
-        {"id": "c", "n_nodes": 2, "depth": 2, "biased": 0.6, "modeled_tokens_per_s": 13.0},
         {"id": "d", "n_nodes": 4, "depth": 2, "biased": 1.0, "modeled_tokens_per_s": 14.0},
+        {"id": "c", "n_nodes": 2, "depth": 2, "biased": 0.6, "modeled_tokens_per_s": 13.0},
     ],
     "hull": ["root_only", "c", "d"],
     "best": "d",
