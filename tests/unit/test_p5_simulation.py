@@ -148,6 +148,13 @@ def test_root_only_tree_in_the_frontier(dear, monkeypatch):
     concordance = [np.sign(a["biased"] - b["biased"]) * np.sign(a["self"] - b["self"]) for a, b in pairs]
     assert out["self"]["kendall_tau"] == pytest.approx(sum(concordance) / len(pairs)) and len(rs) > 3
     assert out["self"]["frontier_mode"] == "per-depth" and {r["depth"] for r in rs} == {1, 2}
+    # the bank's τ and ladder are the sweeps' fastest settings (each sweep ordered by modeled tok/s)
+    for sweep in (out["throughput"]["tau_sweep"], out["throughput"]["ladder_sweep"]):
+        speeds = [r["modeled_tokens_per_s"] for r in sweep]
+        assert speeds == sorted(speeds, reverse=True) and len(sweep) > 1
+    best_tau = out["throughput"]["tau_sweep"][0]
+    assert (out["bank"]["tau_on"], out["bank"]["tau_off"]) == (best_tau["tau_on"], best_tau["tau_off"])
+    assert out["bank"]["thresholds"] == out["throughput"]["ladder_sweep"][0]["thresholds"]
     rows = {r["id"]: r for r in thr["rows"]}
     assert rows[ROOT_ONLY]["n_nodes"] == 0 and rows[ROOT_ONLY]["mean_accept"] == 0
     assert thr["hull"][0] == ROOT_ONLY and bank["conservative"] == ROOT_ONLY
