@@ -103,6 +103,7 @@ def test_flags_are_honoured_or_refused():
         (("--posterior-threshold", "0.1"), "typical acceptance only"),
         (("--frontier-mode", "global", "--score-feature", "entropy"), "score feature 'entropy'"),
         (("--temperature", "-1"), "must be >= 0"),
+        (("--max-children", "11"), "max_children_per_parent 11: 1 .. 10"),
     ):
         with pytest.raises(InputError, match=message):
             search_settings(cfg, args_of(*argv))

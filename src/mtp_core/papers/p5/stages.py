@@ -20,6 +20,7 @@ from typing import Any
 
 from ...heads import DraftHeads
 from ...io import atomic_path, atomic_write_json
+from ...masks.tree import MEDUSA_TOPK
 from ...models import LoadedModel
 from .bank import ROOT_ONLY, Paths, TopologyBank, canonical, resolve_tree
 from .calibration import PromptTable, build_table, write_table
@@ -71,6 +72,8 @@ class FrontierSettings:
             raise ValueError(f"debias.frontier_mode {self.frontier_mode!r} is not one of {FRONTIER_MODES}")
         if self.candidate_mode not in CANDIDATE_MODES:
             raise ValueError(f"throughput.candidate_mode {self.candidate_mode!r} is not one of {CANDIDATE_MODES}")
+        if not 1 <= self.max_children_per_parent <= MEDUSA_TOPK:  # ranks >= 10: no tree index, no rank-table entry
+            raise ValueError(f"search.max_children_per_parent {self.max_children_per_parent}: 1 .. {MEDUSA_TOPK}")
         feature_depth(self.score_feature)
 
 
