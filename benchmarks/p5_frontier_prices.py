@@ -36,11 +36,12 @@ sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, run_bench  # noqa: E402
 from mtp_core.heads.hydra import HydraHeads  # noqa: E402
+from mtp_core.masks.tree import MEDUSA_TOPK  # noqa: E402
 from mtp_core.models import load_model  # noqa: E402
 from mtp_core.papers.p5.bank import ROOT_ONLY, canonical  # noqa: E402
 from mtp_core.papers.p5.calibration import read_table  # noqa: E402
 from mtp_core.papers.p5.decoders import DEFAULT_TREE  # noqa: E402
-from mtp_core.papers.p5.frontier import States  # noqa: E402
+from mtp_core.papers.p5.engines import OfflineEngine, static_policy  # noqa: E402
 from mtp_core.papers.p5.scheduler import feature_depth  # noqa: E402
 from mtp_core.papers.p5.throughput import (  # noqa: E402
     greedy_seconds,
@@ -89,17 +90,22 @@ def main() -> None:
             thr = json.loads((Path(args.analysis) / task / "throughput.json").read_text())
             trees = {r["id"]: canonical(r["tree"]) for r in thr["rows"]}
             prompts = [random_ids(t.prompt_len, vocab, rng) for t in table]
-            prices = measure_verify(model, prompts[0], max_rows=64, reps=args.reps)
+            widest = max(len(p) for p in trees.values()) + 1  # verification rows of the largest tree
+            prices = measure_verify(model, prompts[0], max_rows=max(64, widest), reps=args.reps)
             measure_drafting(prices, model, heads, prompts[0], trees, chain_depth, args.reps)
             prices.prefill = measure_prefill(model, prompts)
-            states = States.of(table)
-            rows = [throughput_row(prices, states, table, tid, paths) for tid, paths in trees.items()]
+            engine = OfflineEngine(table, MEDUSA_TOPK)
+            rows = [
+                throughput_row(prices, engine.run({t: p}, static_policy(t), args.score_feature), t, p)
+                for t, p in trees.items()
+            ]
             searched = [r for r in rows if r["id"] not in (ROOT_ONLY, DEFAULT_TREE)]
             if not searched:
                 raise SystemExit(f"{task}: throughput.json prices no searched tree")
             best = max(searched, key=lambda r: (r["modeled_tokens_per_s"], -r["n_nodes"]))
             default = next((r for r in rows if r["id"] == DEFAULT_TREE), None)
-            greedy = sum(t.n for t in table) / greedy_seconds(prices, table)
+            tokens = [t.n for t in table]
+            greedy = sum(tokens) / greedy_seconds(prices, tokens)
             one = prices.one_row
             verify = {r: s / one for r, s in zip(prices.verify_rows, prices.verify_seconds)}
             print(f"\n{task}: {len(table)} calibration prompts, {len(rows)} trees; greedy {greedy:.1f} tok/s (modeled)")

@@ -54,6 +54,32 @@ def test_params_paths_and_leaderboard(tiny):
     assert plan.frontier_settings(with_root).include_greedy
 
 
+def test_the_frontier_engine_follows_the_decoding_regime(tiny):
+    """Greedy acceptance: the exact offline simulation; typical acceptance (T > 0): the paper's rollout engine under
+    the same regime, which the heads methods (EntMTP's bank included) decode with; the sampling vanilla keeps its
+    own temperature and is Table 1's vanilla."""
+    assert plan.search_engine(tiny) == "offline" and plan.frontier_job_settings(tiny)["decode"] == {}
+    typical = copy.deepcopy(tiny)
+    typical["papers"]["p5"]["decoding"].update(acceptance="typical", temperature=0.8)
+    regime = {"acceptance": "typical", "temperature": 0.8, "posterior_threshold": 0.09, "posterior_alpha": 0.3}
+    assert plan.search_engine(typical) == "rollout"
+    assert plan.frontier_job_settings(typical)["decode"] == regime
+    assert plan.method_params(typical, "gsm8k", "entmtp_tau") == {
+        **plan.method_params(tiny, "gsm8k", "entmtp_tau"),
+        **regime,
+    }
+    paper = load_config(REPO / "config/paper.yaml")
+    assert plan.search_engine(paper) == "rollout" and plan.frontier_settings(paper).frontier_mode == "per-depth"
+    assert plan.method_params(paper, "gsm8k", "vanilla") == {"decoder": "sample", "temperature": 0.7}
+    assert plan.vanilla_method(paper) == "vanilla" and plan.decode_result(paper, "gsm8k", "vanilla").endswith(
+        "/vanilla.json"
+    )
+    assert plan.table1_rows(paper)[1]["vanilla"].endswith("prompts-p5-humaneval/vanilla.json")
+    assert (
+        plan.frontier_job_settings(paper)["max_rows"] == 90 and plan.frontier_job_settings(paper)["engine"] == "rollout"
+    )
+
+
 def bad(tiny, edit, message):
     cfg = copy.deepcopy(tiny)
     edit(cfg["papers"]["p5"], cfg)
@@ -92,6 +118,14 @@ def bad(tiny, edit, message):
             r"papers\.p5\.leaderboard\.p5-medusa_default: its heads are trained from 'tiny-llama'",
         ),
         (lambda s, c: s["search"].update(budgets=[1], tolerance=0.4), r"budget 1 with tolerance 0\.4 has no window"),
+        (
+            lambda s, c: s["throughput"].update(max_rows=16),
+            r"throughput\.max_rows: 16 rows priced, .* default tree mc_sim_7b_63 has 63: .* needs 64 rows",
+        ),
+        (
+            lambda s, c: s["search"].update(budgets=[64]),
+            r"throughput\.max_rows: 64 rows priced, but the search grows trees to 89 nodes .* needs 90 rows",
+        ),
     ],
 )
 def test_bad_sections_name_the_key(tiny, edit, message):

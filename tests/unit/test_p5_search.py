@@ -18,6 +18,7 @@ from mtp_core.papers.p5.frontier import (
     pareto,
     search_all,
     simulate,
+    simulated_value,
     what_if,
 )
 
@@ -55,7 +56,7 @@ def test_search_by_hand():
     assert rows[0]["tree"] == [[0], [0, 0]]
     # the biased value of {(0,), (0, 0)} is 1.25 (probed at {(0,)}'s step starts), its own rollout 1.333
     res = search_all(hand_table(), [2], budgets=[2], tolerance=0.4, max_children=10)
-    (self_row,) = [r for r in debias(hand_table(), res, "all") if r["n_nodes"] == 2]
+    (self_row,) = [r for r in debias(res, "all", None, simulated_value(hand_table())) if r["n_nodes"] == 2]
     assert self_row["biased"] == pytest.approx(1.25) and self_row["self"] == pytest.approx(4 / 3)
     assert res["settings"]["stop_at"] == 2 and res["per_depth_history"]["2"][0]["id"] == "frontier_0000_n2_d2"
 
@@ -82,3 +83,34 @@ def test_pareto_and_kendall():
     assert [(r["n_nodes"], r["s"]) for r in pareto(rows, "s")] == [(1, 1.0), (2, 1.5), (4, 2.0)]
     assert kendall_tau([1, 2, 3], [1, 2, 3]) == 1.0 and kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
     assert kendall_tau([1], [1]) is None
+
+
+def tie_table() -> list[PromptTable]:
+    """T = {(0,)} steps at states 0, 1, 3, 4, 5, 6 (accepts 0, 1, 0, 0, 0, 0); the candidate (1,) would accept at
+    state 0, (0, 0) at state 1: a tie at 2/6, which the smaller rank sum breaks for the deeper (0, 0)."""
+    ranks = np.array([(1, 5), (0, 0), (3, 3), (9, 9), (5, 5), (5, 5), (5, 5), (-1, -1)], dtype=np.int16)
+    zeros = np.zeros(8, dtype=np.float32)
+    return [PromptTable("tie", np.arange(8), ranks, np.zeros((8, 2), np.float32), zeros, zeros)]
+
+
+def test_rank_sum_tie_break_before_depth():
+    st = States.of(tie_table())
+    own, means = what_if(st, ((0,),), [(1,), (0, 0)])
+    assert own.steps[0].tolist() == [0, 1, 3, 4, 5, 6] and own.mean_accept == pytest.approx(1 / 6)
+    assert means == pytest.approx([2 / 6, 2 / 6])
+    (row,) = greedy_search(st, 2, stop_at=2)
+    assert row["added_node"] == [0, 0]  # rank sum 0 < 1, although deeper than (1,)
+
+
+def test_search_stops_at_budget_times_one_plus_tolerance():
+    """Budget 3 with tolerance 0.4 grows trees to int(3 x 1.4) = 4 nodes (not 3, nor 5): three additions."""
+    res = search_all(hand_table(), [2], budgets=[3], tolerance=0.4, max_children=10)
+    rows = res["per_depth_history"]["2"]
+    assert res["settings"]["stop_at"] == 4 and [r["n_nodes"] for r in rows] == [2, 3, 4]
+    assert [r["id"] for r in rows] == ["frontier_0000_n2_d2", "frontier_0001_n3_d2", "frontier_0002_n4_d2"]
+    assert [w["window"] for w in res["per_cell_winners"]] == [[1, 4]]  # int(3 x 0.6) .. int(3 x 1.4)
+    two = search_all(hand_table(), [1, 2], budgets=[2], tolerance=0.4, max_children=10)
+    assert [r["id"] for h in two["per_depth_history"].values() for r in h] == [
+        "frontier_0000_n2_d1",
+        "frontier_0001_n2_d2",
+    ]  # numbered in order over the depth caps

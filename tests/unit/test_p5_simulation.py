@@ -15,10 +15,11 @@ from mtp_core.papers.p5 import decoders  # noqa: F401  (registration)
 from mtp_core.papers.p5.bank import ROOT_ONLY, canonical, tree_depth
 from mtp_core.papers.p5.calibration import build_table
 from mtp_core.papers.p5.capture import greedy_trajectories
-from mtp_core.papers.p5.frontier import States, debias, simulate
+from mtp_core.papers.p5.engines import OfflineEngine
+from mtp_core.papers.p5.frontier import States, debias, simulate, simulated_value
 from mtp_core.papers.p5.scheduler import Policy, score
 from mtp_core.papers.p5.stages import FrontierSettings, task_frontier
-from mtp_core.papers.p5.throughput import StepPrices, policy_rollout
+from mtp_core.papers.p5.throughput import StepPrices
 
 from .p5_world import NEW_TOKENS, world
 
@@ -67,7 +68,7 @@ def test_simulation_equals_decoder_step_counts(name):
                 assert np.minimum(real, cap).tolist() == roll.accepts[p].tolist(), (tree, p)
                 accepted_any += int(real.sum())
         # the debiased ("self") value of the tree is its own decode's mean accept
-        row = debias(table, {"per_depth_history": {}}, "global", {"t": canonical(tree)})[0]
+        row = debias({"per_depth_history": {}}, "global", {"t": canonical(tree)}, simulated_value(table))[0]
         real_all = np.concatenate(
             [np.minimum(np.array(g.accepted[1:]) - 1, states.cap[s]) for g, s in zip(out, roll.steps)]
         )
@@ -98,8 +99,8 @@ def test_scheduler_simulation_equals_entmtp_choices(policy, small):
         kw = {"conservative": "s", "aggressive": "b", "tau_on": float(np.quantile(values, 0.6))}
         kw["tau_off"] = float(np.quantile(values, 0.3))
     order = sorted(bank, key=lambda i: (len(bank[i]), tree_depth(bank[i]), i))
-    sim = policy_rollout(table, States.of(table), bank, Policy(policy, order, **kw), feature)
-    assert 0.1 < max(sim["share"].values()) < 0.9  # the policy really switches
+    sim = OfflineEngine(table, 10).run(bank, Policy(policy, order, **kw), feature)
+    assert 0.1 < max(sim.share(order).values()) < 0.9  # the policy really switches
     dec = build_decoder(
         "entmtp",
         m,
@@ -113,7 +114,7 @@ def test_scheduler_simulation_equals_entmtp_choices(policy, small):
     out = dec.generate_all(w.prompts, NEW_TOKENS, StopCriteria(), batch_size=1)
     expect = build_decoder("greedy", m, tok).generate(w.prompts, NEW_TOKENS, StopCriteria())
     assert [g.tokens for g in out] == [g.tokens for g in expect]
-    assert [g.extra["trees"] for g in out] == sim["trees"]
+    assert [g.extra["trees"] for g in out] == sim.trees
     if not small:
         steps = [(t, a) for g in out for t, a in zip(g.extra["trees"], g.accepted[1:])]
         assert {a for t, a in steps if t == "s"} == {1} and any(t == "b" and a > 1 for t, a in steps)
@@ -138,8 +139,22 @@ def test_root_only_tree_in_the_frontier(dear, monkeypatch):
         price_reps=1,
         include_greedy=True,
     )
-    out = task_frontier(table, w.prompts, prices, w.loaded, heads, settings)
+    out = task_frontier(OfflineEngine(table, 10), table, w.prompts, prices, w.loaded, heads, settings)
     thr, bank = out["throughput"], out["bank"]
+    # Table 2's statistics over every re-scored tree, by brute force: max |self - biased| and Kendall's tau-a
+    rs = [r for r in out["self"]["rows"] if r["biased"] is not None]
+    assert out["self"]["max_abs_delta"] == pytest.approx(max(abs(r["self"] - r["biased"]) for r in rs))
+    pairs = [(a, b) for i, a in enumerate(rs) for b in rs[i + 1 :]]
+    concordance = [np.sign(a["biased"] - b["biased"]) * np.sign(a["self"] - b["self"]) for a, b in pairs]
+    assert out["self"]["kendall_tau"] == pytest.approx(sum(concordance) / len(pairs)) and len(rs) > 3
+    assert out["self"]["frontier_mode"] == "per-depth" and {r["depth"] for r in rs} == {1, 2}
+    # the bank's τ and ladder are the sweeps' fastest settings (each sweep ordered by modeled tok/s)
+    for sweep in (out["throughput"]["tau_sweep"], out["throughput"]["ladder_sweep"]):
+        speeds = [r["modeled_tokens_per_s"] for r in sweep]
+        assert speeds == sorted(speeds, reverse=True) and len(sweep) > 1
+    best_tau = out["throughput"]["tau_sweep"][0]
+    assert (out["bank"]["tau_on"], out["bank"]["tau_off"]) == (best_tau["tau_on"], best_tau["tau_off"])
+    assert out["bank"]["thresholds"] == out["throughput"]["ladder_sweep"][0]["thresholds"]
     rows = {r["id"]: r for r in thr["rows"]}
     assert rows[ROOT_ONLY]["n_nodes"] == 0 and rows[ROOT_ONLY]["mean_accept"] == 0
     assert thr["hull"][0] == ROOT_ONLY and bank["conservative"] == ROOT_ONLY
@@ -167,3 +182,36 @@ def test_root_only_tree_in_the_frontier(dear, monkeypatch):
     assert [g.tokens for g in got] == [g.tokens for g in expect]
     if dear:
         assert all(g.forward_passes == len(g.tokens) for g in got)
+
+
+def test_decoding_job_checks_the_simulation_only_at_temperature_zero(tmp_path):
+    """The decoding job's simulation check: a heads method with greedy acceptance is predicted step for step; one
+    with typical acceptance (the paper's T 0.7) is not checked (None, with the reason), and the job is not
+    flagged as unequal for it."""
+    import json
+
+    from mtp_core.papers.p5.jobs import decode_job
+
+    w = world()
+    tok = w.loaded.tokenizer
+    rows = [{"id": f"r{i}", "category": "toy", "prompt": tok.decode(p)} for i, p in enumerate(w.prompts[:2])]
+    methods = {
+        "greedy": {},
+        "hydra_greedy": {"decoder": "hydra", "heads": str(w.heads["hydra"]), "tree": [[0], [0, 0], [1]]},
+        "hydra_typical": {
+            "decoder": "hydra",
+            "heads": str(w.heads["hydra"]),
+            "tree": [[0], [0, 0]],
+            "acceptance": "typical",
+            "temperature": 0.7,
+        },
+    }
+    outputs = [str(tmp_path / f"{k}.json") for k in methods]
+    check = tmp_path / "check.json"
+    decode_job(
+        w.loaded, rows, methods, outputs, str(check), prompt_set="toy", scale="tiny", config_hash="x",
+        max_new_tokens=NEW_TOKENS, batch_size=1, threads=1, warmup=0, repeats=1,
+    )  # fmt: skip
+    got = json.loads(check.read_text())
+    assert got["methods"]["hydra_greedy"]["equal"] is True and got["all_equal"] is True
+    assert got["methods"]["hydra_typical"]["equal"] is None and "typical" in got["methods"]["hydra_typical"]["why"]

@@ -1,9 +1,9 @@
-# Paper 5: EntMTP, entropy-guided multi-token prediction trees (papers/05_entmtp_entropy_guided_trees.txt). Disjoint
-# test / calibration / training prompts per task, Medusa and Hydra++ heads trained by self-distillation on the model's
-# own answers (launcher method `p5_heads`) or imported from a published checkpoint, the offline tree search, its
-# debiasing, the throughput frontier (EntMTP*), the scheduler's bank and τ (EntMTPτ) and the regime analysis per
-# (heads, task) on calibration prompts, one decoding job per task (greedy and Table 1's methods, bench protocol),
-# Tables 1-2 and Figures 1-5. Every name comes from `mtp_core.papers.p5.plan` through p5_helpers.smk.
+# Paper 5: EntMTP, entropy-guided multi-token prediction trees. Disjoint test / calibration / training prompts per
+# task, Medusa and Hydra++ heads trained by self-distillation on the model's own answers (launcher method `p5_heads`)
+# or imported from a published checkpoint, the tree search (offline simulation at T 0, the paper's rollouts at T > 0),
+# its debiasing, the throughput frontier (EntMTP*), the scheduler's bank, τ (EntMTPτ) and ladder (EntMTP-) and the
+# regime analysis per (heads, task) on calibration prompts, one decoding job per task (Table 1's methods, bench
+# protocol), Tables 1-2 and Figures 1-5. Every name comes from `mtp_core.papers.p5.plan` through p5_helpers.smk.
 #   snakemake -c2 results/tables/p5/table1.csv            Table 1 (trains the heads, searches, decodes)
 #   snakemake -c2 results/analysis/p5/hydra/gsm8k/bank.json   the frontiers and banks of the hydra heads
 
@@ -99,7 +99,8 @@ rule p5_import_heads:
 
 
 # Per task, for one set of searched heads: calibration table, Algorithm 1 per depth cap, debiasing, prices and the
-# throughput frontier, the bank with EntMTP*, S/B and τ (chosen on the calibration prompts), the regime rows of App. A.
+# throughput frontier, the bank with EntMTP*, S/B, τ and the ladder (chosen on the calibration prompts, in the
+# decoding regime: the offline simulation at T 0, the paper's rollout engine at T > 0), the regime rows of App. A.
 rule p5_frontier:
     input:
         unpack(p5_frontier_inputs),

@@ -1,10 +1,11 @@
-"""Paper 5: the offline pipeline of one set of heads on every task: calibration table, search, debiasing, prices,
-throughput frontier, bank (EntMTP*, S/B, τ chosen on the calibration prompts), regimes (`jobs.frontier_job`; the
-model loads once and the verification is priced once).
+"""Paper 5: the frontier pipeline of one set of heads on every task: calibration table, search, debiasing, prices,
+throughput frontier, bank (EntMTP*, S/B, τ and the ladder chosen on the calibration prompts), regimes
+(`jobs.frontier_job`; the model loads once and the verification is priced once), on the engine of the decoding
+regime (offline simulation at T 0, the paper's rollouts at T > 0: `plan.search_engine`).
 
 snakemake.input:   model (prepared checkpoint dir), heads (heads dir), calib (calibration prompts per task)
-snakemake.params:  settings (FrontierSettings fields), job {calibration, max_prompt_tokens, max_rows, threads},
-                   tasks, out_dirs (per task)
+snakemake.params:  settings (FrontierSettings fields), job {calibration, max_prompt_tokens, max_rows, threads,
+                   engine, decode}, tasks, out_dirs (per task)
 snakemake.output:  every task's frontier files (table.npz/json, search, self, throughput, bank, regimes json/csv)
 snakemake.wildcards: heads
 """

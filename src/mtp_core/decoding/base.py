@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import torch
 
 _DECODERS: dict[str, type[Decoder]] = {}
-CORE_DECODERS = ("greedy", "hf", "lookahead", "prompt_lookup", "stand")  # the modules of the core's decoders
+CORE_DECODERS = ("greedy", "hf", "lookahead", "prompt_lookup", "sample", "stand")  # the modules of the core's decoders
 
 
 def register_decoder(name: str) -> Callable[[type[Decoder]], type[Decoder]]:

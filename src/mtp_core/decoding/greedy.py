@@ -26,6 +26,13 @@ class GreedyDecoder(Decoder):
     lossless = True
     PARAMS = ("prune_finished",)
 
+    def begin(self, device: torch.device) -> None:
+        """Hook at the start of each batch (a sampling subclass seeds its generator here)."""
+
+    def pick(self, logits: torch.Tensor) -> torch.Tensor:
+        """The next token of every row from its last logits [B, V]: the argmax."""
+        return logits.argmax(-1)
+
     @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
@@ -36,6 +43,7 @@ class GreedyDecoder(Decoder):
         n = len(prompts)
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
         cache = DynamicCache(config=self.model.config)
+        self.begin(device)
 
         # without padding the model takes its cheaper causal path: no mask tensor is built per step
         padded = bool((mask == 0).any())
@@ -47,7 +55,7 @@ class GreedyDecoder(Decoder):
             past_key_values=cache,
             logits_to_keep=1,
         ).logits
-        nxt = logits[:, -1].argmax(-1)
+        nxt = self.pick(logits[:, -1])
         t1 = time.perf_counter()
 
         live = torch.arange(n, device=device)  # original row of each batch row
@@ -74,6 +82,6 @@ class GreedyDecoder(Decoder):
                 past_key_values=cache,
                 logits_to_keep=1,
             ).logits
-            nxt = logits[:, -1].argmax(-1)
+            nxt = self.pick(logits[:, -1])
         t2 = time.perf_counter()
         return tracker.results(prompts, [[1] * len(t) for t in tracker.tokens], (t0, t1, t2))

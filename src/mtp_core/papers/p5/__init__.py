@@ -1,14 +1,14 @@
-"""Paper 5, "EntMTP: Accelerating LLM Inference with Entropy Guided Multi Token Prediction"
-(papers/05_entmtp_entropy_guided_trees.txt): task-specific draft trees for Medusa / Hydra heads, found offline
-(greedy acceptance frontier, debiasing, throughput frontier: EntMTP*) and switched at run time by an entropy /
-path-value scheduler (EntMTPτ, EntMTP-).
+"""Paper 5, "EntMTP: Accelerating LLM Inference with Entropy Guided Multi Token Prediction": task-specific draft
+trees for Medusa / Hydra heads, found offline (greedy acceptance frontier, debiasing, throughput frontier: EntMTP*)
+and switched at run time by an entropy / path-value scheduler (EntMTPτ, EntMTP-).
 
 Modules: `plan` (config section -> jobs, result paths), `checks` (the config checks before any job), `splits` (disjoint test / calibration / training
 prompts per task), `capture` (greedy continuations with hidden states), `selfdistill` and `train` (the heads'
 self-distillation data and training, launcher method `p5_heads`), `drafting` and `decoders` (`medusa`, `hydra`,
 `entmtp` on the tree core), `bank` (trees by id, the topology bank), `scheduler` (path-value score, policies),
-`calibration` (rank tables), `frontier` (exact simulation at T = 0, Algorithm 1, debiasing), `throughput`
-(prices, throughput frontier, τ sweep), `rollout` (the paper's union-tree rollout engine, T > 0), `regimes`
+`calibration` (rank tables), `frontier` (exact simulation at T = 0, Algorithm 1, debiasing), `engines` (what the
+pipeline asks of an engine; the offline one), `throughput` (prices, throughput frontier, τ and ladder sweeps),
+`rollout` (the paper's union-tree rollout engine, T > 0), `regimes`
 (App. A), `stages` (the offline pipeline per task), `import_heads` (published checkpoints), `report` (Tables 1-2,
 Figures 1-5). The heads themselves are the core's (`mtp_core.heads.medusa`, `mtp_core.heads.hydra`).
 """

@@ -8,6 +8,7 @@ from ...config import ConfigError
 from ...decoding import decoder_class, decoders
 from ...io import InputError
 from ...masks.tree import published_trees
+from .frontier import search_stop
 from .plan import (
     FIGURES,
     HEADS_MODULE_KEYS,
@@ -15,6 +16,7 @@ from .plan import (
     HUMANEVAL_PROBLEMS,
     TABLES,
     figure_spec,
+    frontier_job_settings,
     frontier_settings,
     heads_names,
     heads_source,
@@ -30,6 +32,7 @@ from .plan import (
 from .scheduler import POLICIES, feature_depth
 from .splits import PROMPT_FORMATS, SOURCES, SPLITS
 from .stages import FrontierSettings
+from .throughput import rows_needed
 
 
 def _need(table: dict, name: str, key: str, kind: str) -> None:
@@ -43,8 +46,11 @@ def check(config: dict) -> None:
     tasks share a pool; trained heads' training settings build with their launcher; heads predict at least as deep
     as the searched depths, the published default tree and the score feature; methods name registered decoders
     with known parameters, declared heads, published trees, and EntMTP's heads are searched; τ_off <= τ_on;
-    budgets give non-empty windows; tables, figures and the leaderboard name declared tasks and methods (the rows'
-    heads' model: `leaderboard.check`)."""
+    budgets give non-empty windows; the verification prices reach the widest tree the search grows or prices
+    (`throughput.rows_needed`: int(max budget x (1 + tolerance)) nodes, the default tree's, plus the root row);
+    tables, figures and the leaderboard name declared tasks and methods (the rows' heads' model:
+    `leaderboard.check`). The frontier's engine needs no check: it follows the decoding regime
+    (`plan.search_engine`), so a bank is never chosen in another regime than its decoders'."""
     from ...train.launch.settings import check_training
     from .train import HeadsTrainConfig
 
@@ -104,6 +110,14 @@ def check(config: dict) -> None:
                 f"papers.p5.search.budgets: budget {b} with tolerance {fs.tolerance} has no window "
                 f"([{lo}, {hi}] holds no searched tree: they have 2 nodes or more)"
             )
+    default_nodes = len(published_trees()[fs.default_tree])
+    need, max_rows = rows_needed(fs.budgets, fs.tolerance, [default_nodes]), frontier_job_settings(config)["max_rows"]
+    if max_rows < need:
+        raise ConfigError(
+            f"papers.p5.throughput.max_rows: {max_rows} rows priced, but the search grows trees to "
+            f"{search_stop(fs.budgets, fs.tolerance)} nodes (int(max budget x (1 + tolerance))) and the default "
+            f"tree {fs.default_tree} has {default_nodes}: their verification needs {need} rows (set max_rows >= {need})"
+        )
     for label, m in methods(config).items():
         key = f"papers.p5.methods.{label}"
         if m["decoder"] not in decoders():

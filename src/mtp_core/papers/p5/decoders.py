@@ -21,6 +21,9 @@ THIS step before choosing the tree (the chosen tree reuses those head calls wher
 the first step, and only as deep as the previous tree follows the chain, the score falling back to p0 when the
 feature's depth is missing (which pushes towards the aggressive tree).
 
+A bank file records the decoding regime it was chosen under (`regime`: acceptance, and at T > 0 temperature,
+posterior threshold and alpha); an `entmtp` decoder running another regime refuses it.
+
 An `entmtp` whose every reachable tree is the root alone (`include_greedy`'s root-only tree as EntMTP*, or as S
 under τ_on >= 1) decodes plain greedy steps on the tree core: no head calls, no Hydra prefix layer, no hidden
 states.
@@ -177,6 +180,12 @@ class EntMTPDecoder(HeadsTreeDecoder):
         self.bank = TopologyBank.of(params["bank"])
         for t in self.bank.trees.values():
             self.check_tree(t, f"bank tree {t.id}")
+        regime = self.bank.settings.get("regime") or {}
+        if any(self.verify_kw.get(k) != v for k, v in regime.items()):
+            raise ValueError(
+                f"entmtp: the bank's trees and τ were chosen under {regime}, this decoder runs {self.verify_kw}: "
+                "a bank chosen in one decoding regime does not hold in another"
+            )
         self.policy, self.feature = policy_from_params(params, self.bank.order, self.bank.settings)
         depth = feature_depth(self.feature)
         self.chain_depth = self.heads.num_heads if depth < 0 else depth

@@ -19,16 +19,17 @@ int(B (1 - tol)) <= n_nodes <= int(B (1 + tol)) (ties: fewer nodes). Means are o
 The paper's search (entmtp) scores one union-tree rollout per addition at T = 0.7; at T = 0 the probe above
 is the same quantity computed exactly without a forward (`rollout` keeps the union-tree engine).
 
-**Debiasing**: the "self" value of a tree = its mean over its own trajectory (exact here). At T = 0 the gap
-biased - self isolates the step-boundary part of the paper's one-step bias (a candidate is probed at T's step
-starts, not its own).
+**Debiasing** (`debias`): the "self" value of a tree = its mean over its own trajectory (exact here; a rollout
+of the tree at T > 0), for every tree on a per-depth frontier of the history (App. B; `rescored_rows`). At T = 0
+the gap biased - self isolates the step-boundary part of the paper's one-step bias (a candidate is probed at T's
+step starts, not its own).
 
 **Pareto rule** (entmtp): sort by (n_nodes, -score), keep a row iff its score beats the running best by 1e-9.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -215,6 +216,33 @@ def pareto(rows: Sequence[dict], key: str, size: str = "n_nodes") -> list[dict]:
     return out
 
 
+def search_stop(budgets: Sequence[int], tolerance: float) -> int:
+    """Algorithm 1 stops at int(max(budgets) (1 + tolerance)) nodes (entmtp's `max(budgets) * (1 + tol)`)."""
+    return int(max(budgets) * (1 + tolerance))
+
+
+def assemble_search(history: dict[str, list[dict]], budgets: Sequence[int], tolerance: float, settings: dict) -> dict:
+    """The search file of every depth cap (the paper's schema): `per_depth_history` {D: rows},
+    `per_cell_winners` and `settings`; every history row gets its tree id (`bank.frontier_id`, numbered in
+    order over the depths)."""
+    idx = 0
+    for d, rows in history.items():
+        for r in rows:
+            r["id"] = frontier_id(idx, r["n_nodes"], int(d))
+            idx += 1
+    all_rows = [r for rows in history.values() for r in rows]
+    return {
+        "per_depth_history": history,
+        "per_cell_winners": budget_winners(all_rows, budgets, tolerance),
+        "settings": {
+            "budgets": list(budgets),
+            "tolerance": tolerance,
+            "stop_at": search_stop(budgets, tolerance),
+            **settings,
+        },
+    }
+
+
 def search_all(
     table: Sequence[PromptTable],
     depths: Sequence[int],
@@ -223,71 +251,70 @@ def search_all(
     max_children: int,
     n_skipped: int = 0,
 ) -> dict:
-    """The search for every depth cap: `per_depth_history` {D: rows}, `per_cell_winners`, in the paper's schema;
-    every history row gets its tree id (`bank.frontier_id`, numbered in order over the depths)."""
-    stop_at = int(max(budgets) * (1 + tolerance))
-    history: dict[str, list[dict]] = {}
-    idx = 0
-    for d in depths:
-        states = States.of(table, d)
-        rows = greedy_search(states, d, stop_at, max_children, n_skipped)
-        for r in rows:
-            r["id"] = frontier_id(idx, r["n_nodes"], d)
-            idx += 1
-        history[str(d)] = rows
-    all_rows = [r for rows in history.values() for r in rows]
-    return {
-        "per_depth_history": history,
-        "per_cell_winners": budget_winners(all_rows, budgets, tolerance),
-        "settings": {
-            "depths": list(depths),
-            "budgets": list(budgets),
-            "tolerance": tolerance,
-            "max_children_per_parent": max_children,
-            "stop_at": stop_at,
-            "prompts": len(table),
-            "states": int(sum(t.n for t in table)),
-        },
+    """The offline search for every depth cap (`assemble_search`)."""
+    stop_at = search_stop(budgets, tolerance)
+    history = {str(d): greedy_search(States.of(table, d), d, stop_at, max_children, n_skipped) for d in depths}
+    settings = {
+        "depths": list(depths),
+        "max_children_per_parent": max_children,
+        "prompts": len(table),
+        "states": int(sum(t.n for t in table)),
+        "engine": "offline",
     }
+    return assemble_search(history, budgets, tolerance, settings)
 
 
 FRONTIER_MODES = ("global", "per-depth", "all")
 
 
-def debias(table: Sequence[PromptTable], search: dict, mode: str = "global", extra: dict | None = None) -> list[dict]:
-    """Self values (own rollouts) of the trees the debiasing re-scores: the global Pareto frontier of the biased
-    history rows (`mode` global, the default), the per-depth frontiers, or all rows; `extra` {id: paths} (the
-    published default) first. Rows: id, n_nodes, depth (the search's cap; the tree's own depth in `tree_depth`),
-    biased (None for extra trees), self, n_steps, tree."""
+def rescored_rows(search: dict, mode: str = "per-depth") -> list[dict]:
+    """The history rows the debiasing re-scores (App. B: "every candidate tree topology on the per-depth
+    frontier", `per-depth`, the default; entmtp's `global` Pareto frontier over all depths; or `all` rows)."""
     if mode not in FRONTIER_MODES:
         raise ValueError(f"frontier mode {mode!r} is not one of {', '.join(FRONTIER_MODES)}")
-    rows = [r for h in search["per_depth_history"].values() for r in h]
+    history = search["per_depth_history"].values()
     if mode == "global":
-        chosen = pareto(rows, "mean_accept")
-    elif mode == "per-depth":
-        chosen = [r for h in search["per_depth_history"].values() for r in pareto(h, "mean_accept")]
-    else:
-        chosen = rows
-    states = States.of(table)
+        return pareto([r for h in history for r in h], "mean_accept")
+    if mode == "per-depth":
+        return [r for h in history for r in pareto(h, "mean_accept")]
+    return [r for h in history for r in h]
+
+
+def debias(search: dict, mode: str, extra: dict | None, self_value: Callable[[Paths], tuple[float, int]]) -> list[dict]:
+    """Self values of the trees the debiasing re-scores (`rescored_rows`), `extra` {id: paths} (the published
+    default) first; `self_value(paths)` = (mean accept of the tree's own rollout, its steps): exact offline
+    (`simulate`) or a rollout. Rows: id, n_nodes, depth (the search's cap; the tree's own depth in
+    `tree_depth`), biased (None for extra trees), self, n_steps, tree."""
+    chosen = rescored_rows(search, mode)
     out = []
     for tid, paths in (extra or {}).items():
-        roll = simulate(states, paths)
-        out.append(_self_row(tid, paths, None, None, roll))
+        out.append(_self_row(tid, canonical(paths), None, None, *self_value(canonical(paths))))
     for r in chosen:
         paths = canonical(r["tree"])
-        out.append(_self_row(r["id"], paths, r["depth"], r["mean_accept"], simulate(states, paths)))
+        out.append(_self_row(r["id"], paths, r["depth"], r["mean_accept"], *self_value(paths)))
     return out
 
 
-def _self_row(tid: str, paths: Paths, cap: int | None, biased: float | None, roll: Rollout) -> dict:
+def simulated_value(table: Sequence[PromptTable]) -> Callable[[Paths], tuple[float, int]]:
+    """`debias`'s self value by the exact simulation (temperature 0)."""
+    states = States.of(table)
+
+    def value(paths: Paths) -> tuple[float, int]:
+        roll = simulate(states, paths)
+        return roll.mean_accept, roll.n_steps
+
+    return value
+
+
+def _self_row(tid: str, paths: Paths, cap: int | None, biased: float | None, value: float, steps: int) -> dict:
     return {
         "id": tid,
         "n_nodes": len(paths),
         "depth": cap if cap is not None else tree_depth(paths),
         "tree_depth": tree_depth(paths),
         "biased": biased,
-        "self": roll.mean_accept,
-        "n_steps": roll.n_steps,
+        "self": value,
+        "n_steps": steps,
         "tree": [list(p) for p in paths],
     }
 

@@ -14,17 +14,20 @@ import torch
 from ...decode_run import decode_prompt_set
 from ...heads import load_heads
 from ...io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from ...masks.tree import MEDUSA_TOPK
 from ...models import LoadedModel
 from ...results import samples_path
 from .bank import TopologyBank, resolve_tree
 from .calibration import build_table
 from .capture import greedy_trajectories
+from .engines import Engine, OfflineEngine, Run
 from .frontier import States, simulate
+from .rollout import RolloutEngine
 from .scheduler import policy_from_params
 from .selfdistill import write_selfdistill
 from .splits import SPLITS, split_task
 from .stages import FrontierSettings, calibrate, task_frontier, write_task_outputs
-from .throughput import StepPrices, measure_verify, policy_rollout
+from .throughput import StepPrices, measure_verify
 
 log = logging.getLogger(__name__)
 
@@ -92,34 +95,51 @@ def frontier_job(
     meta: Mapping[str, Any],
     verify: StepPrices | None = None,
 ) -> StepPrices:
-    """One (heads, task): calibration, prices, the offline pipeline (`stages.task_frontier`), its files. Torch
-    runs with `job["threads"]` (the decoding jobs' bench threads) when given. `verify`: the verification prices
-    of an earlier task of the same job (measured here when None); returns them for the next task."""
+    """One (heads, task): calibration, prices, the pipeline (`stages.task_frontier`) on the job's engine
+    (`job["engine"]`: offline, or rollout under the decoding regime `job["decode"]`), its files. Torch runs with
+    `job["threads"]` (the decoding jobs' bench threads) when given. `verify`: the verification prices of an
+    earlier task of the same job (measured here when None); returns them for the next task."""
+    decode = dict(job.get("decode") or {})
+    if job.get("engine", "offline") == "offline" and decode.get("acceptance", "greedy") != "greedy":
+        raise ValueError(
+            f"the offline engine is exact at temperature 0 only, not under {decode}: use the rollout engine"
+        )
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))
     heads = load_heads(heads_path, loaded.model).bind(loaded.model)
     rows = list(read_jsonl(calib_file))
-    cal = job.get("calibration") or {}
+    cal = job["calibration"]
     table, prompts, skipped = calibrate(
-        loaded,
-        heads,
-        rows,
-        int(cal.get("max_new_tokens", 128)),
-        int(cal.get("batch_size", 16)),
-        job.get("max_prompt_tokens"),
+        loaded, heads, rows, int(cal["max_new_tokens"]), int(cal["batch_size"]), job.get("max_prompt_tokens")
     )
     if not table:
         raise ValueError(f"{calib_file}: no calibration prompt left (max_prompt_tokens {job.get('max_prompt_tokens')})")
     if verify is None:
-        verify = measure_verify(loaded.model, prompts[0], int(job.get("max_rows", 64)), settings.price_reps)
+        verify = measure_verify(loaded.model, prompts[0], int(job["max_rows"]), settings.price_reps)
     prices = StepPrices(verify.verify_rows, verify.verify_seconds, pad_small_chunks=verify.pad_small_chunks)
-    out = task_frontier(table, prompts, prices, loaded, heads, settings, skipped)
+    if job.get("engine", "offline") == "rollout":
+        engine: Engine = RolloutEngine(
+            loaded,
+            heads,
+            prompts,
+            int(cal["max_new_tokens"]),
+            settings.max_children_per_parent,
+            int(cal["batch_size"]),
+            skipped,
+            **decode,
+        )
+    else:
+        engine = OfflineEngine(table, settings.max_children_per_parent, skipped)
+    regime = decode or {"acceptance": "greedy"}
+    out = task_frontier(engine, table, prompts, prices, loaded, heads, settings, regime)
     info = {**meta, "heads_dir": heads_path, "calibration_prompts": len(table), "skipped": skipped}
+    info["engine"] = engine.name
     write_task_outputs(out_dir, table, out, info)
     b = out["bank"]
     log.info(
-        "%s bank: best %s, S %s, tau_on %s / tau_off %s, modeled %s",
+        "%s bank (%s engine): best %s, S %s, tau_on %s / tau_off %s, modeled %s",
         meta.get("task"),
+        engine.name,
         b["best"],
         b["conservative"],
         b["tau_on"],
@@ -149,6 +169,9 @@ def decode_job(
     for (label, params), out in zip(decoders.items(), outputs):
         if "heads" not in params:
             continue
+        if params.get("acceptance", "greedy") != "greedy":  # the text depends on the tree: nothing to predict
+            check["methods"][label] = {"equal": None, "why": "typical acceptance: the T 0 simulation does not apply"}
+            continue
         if params["heads"] not in tables:
             heads = load_heads(params["heads"], loaded.model).bind(loaded.model)
             tables[params["heads"]] = build_table(
@@ -157,8 +180,7 @@ def decode_job(
         table = tables[params["heads"]]
         states = States.of(table)
         if params["decoder"] == "entmtp":
-            sim = simulate_entmtp(table, states, params)
-            forwards = [1 + len(t) for t in sim["trees"]]
+            forwards = simulate_entmtp(table, params).forwards()
         else:
             forwards = simulate(states, resolve_tree(params.get("tree", "mc_sim_7b_63"))).forwards()
         actual = [s["forward_passes"] for s in read_jsonl(samples_path(out))]
@@ -167,15 +189,15 @@ def decode_job(
             "actual_forwards": actual,
             "equal": forwards == actual,
         }
-    check["all_equal"] = all(m["equal"] for m in check["methods"].values())
+    check["all_equal"] = all(m["equal"] for m in check["methods"].values() if m["equal"] is not None)
     atomic_write_json(check_path, check)
     if not check["all_equal"]:
         log.warning("simulated and actual forwards differ: %s", {k: v["equal"] for k, v in check["methods"].items()})
     return summary
 
 
-def simulate_entmtp(table, states: States, params: Mapping[str, Any]) -> dict:
+def simulate_entmtp(table, params: Mapping[str, Any]) -> Run:
     """The `entmtp` decoder's tree choices simulated on a table (its parameters over its bank's settings)."""
     bank = TopologyBank.of(params["bank"])
     policy, feature = policy_from_params(params, bank.order, bank.settings)
-    return policy_rollout(table, states, {i: t.paths for i, t in bank.trees.items()}, policy, feature)
+    return OfflineEngine(table, MEDUSA_TOPK).run({i: t.paths for i, t in bank.trees.items()}, policy, feature)

@@ -208,15 +208,34 @@ def frontier_settings(config: dict) -> FrontierSettings:
     return FrontierSettings(**kw)
 
 
+def decode_regime(config: dict) -> dict[str, Any]:
+    """The decoding regime of `papers.p5.decoding` (greedy acceptance, or typical with its temperature, posterior
+    threshold and alpha): what the heads methods decode with and the bank is chosen under."""
+    d = section(config)["decoding"]
+    if d["acceptance"] == "greedy":
+        return {"acceptance": "greedy"}
+    return {k: d[k] for k in DECODE_KEYS}
+
+
+def search_engine(config: dict) -> str:
+    """The frontier's engine follows the decoding regime (`engines`): the exact offline simulation for greedy
+    acceptance (temperature 0), the paper's rollouts for typical acceptance (T > 0), where the simulation does
+    not hold; so a bank is always chosen in the regime its decoders run."""
+    return "offline" if decode_regime(config)["acceptance"] == "greedy" else "rollout"
+
+
 def frontier_job_settings(config: dict) -> dict:
-    """What the frontier job needs beside `FrontierSettings`: calibration and price measurement (with the decoding
-    jobs' torch threads: prices measured with other threads would not price their steps)."""
+    """What the frontier job needs beside `FrontierSettings`: calibration, price measurement (with the decoding
+    jobs' torch threads: prices measured with other threads would not price their steps), the engine and the
+    decoding regime its rollouts run."""
     s = section(config)
     return {
-        "calibration": dict(s.get("calibration") or {}),
+        "calibration": dict(s["calibration"]),
         "max_prompt_tokens": s.get("max_prompt_tokens"),
-        "max_rows": int((s.get("throughput") or {}).get("max_rows", 64)),
+        "max_rows": int(s["throughput"]["max_rows"]),
         "threads": bench_settings(config)["threads"],
+        "engine": search_engine(config),
+        "decode": {} if search_engine(config) == "offline" else decode_regime(config),
     }
 
 
@@ -259,18 +278,20 @@ def decode_methods(config: dict) -> list[str]:
 
 def method_params(config: dict, task: str, method: str) -> dict[str, Any]:
     """Decoder parameters (with `decoder`) of `method` decoding `task`: heads names become their directories,
-    `entmtp` gets the bank of its heads on this task; tree decoders get `papers.p5.decoding`'s acceptance."""
+    `entmtp` gets the bank of its heads on this task; the heads decoders get `papers.p5.decoding`'s regime
+    (`decode_regime`); other decoders (greedy, the sampling vanilla) keep their own parameters."""
     m = methods(config)[method]
     params = {k: copy.deepcopy(v) for k, v in m.items() if k != "title"}
     if m["decoder"] == REFERENCE:
         return params
-    if "heads" in params:
-        params["heads"] = heads_dir(params["heads"])
+    if "heads" not in params:
+        return params
+    params["heads"] = heads_dir(params["heads"])
     if m["decoder"] == "entmtp":
         params["bank"] = f"{analysis_dir(m['heads'], task)}/bank.json"
-    d = section(config).get("decoding") or {}
-    if d.get("acceptance", "greedy") != "greedy":
-        params.update({k: d[k] for k in DECODE_KEYS if k in d})
+    regime = decode_regime(config)
+    if regime["acceptance"] != "greedy":
+        params.update(regime)
     return params
 
 
@@ -315,9 +336,20 @@ def bench_settings(config: dict) -> dict[str, int]:
 # ---------------------------------------------------------------------------------------- tables, figures
 
 
+VANILLA_DECODERS = ("greedy", "sample")
+
+
+def vanilla_method(config: dict) -> str | None:
+    """Table 1's vanilla row (its "× vanilla" divides by it): the first of its methods decoding one token per
+    forward (greedy, or sampling as the paper's vanilla), None without one."""
+    return next(
+        (m for m in table_spec(config, "table1")["methods"] if methods(config)[m]["decoder"] in VANILLA_DECODERS), None
+    )
+
+
 def table1_rows(config: dict) -> list[dict]:
-    """Per (task, method): its result, the job's greedy reference, titles."""
-    spec = table_spec(config, "table1")
+    """Per (task, method): its result, the job's greedy reference, the task's vanilla row, titles."""
+    spec, vanilla = table_spec(config, "table1"), vanilla_method(config)
     return [
         {
             "task": t,
@@ -326,6 +358,7 @@ def table1_rows(config: dict) -> list[dict]:
             "title": method_title(config, m),
             "path": decode_result(config, t, m),
             "reference": decode_result_reference(config, t),
+            "vanilla": None if vanilla is None else decode_result(config, t, vanilla),
         }
         for t in spec["tasks"]
         for m in spec["methods"]

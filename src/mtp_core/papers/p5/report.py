@@ -1,19 +1,22 @@
 """Paper 5's tables and figures from the result files (§6 Table 1, App. B Table 2, Figs. 1-5).
 
 * **Table 1**: per task and method: tok/s (bench protocol: tokens over the sum of per-prompt median seconds,
-  prefill included; the paper averages per-prompt tok/s), speedup over greedy measured in the same job ("×
-  vanilla") and modeled (the tree core's cost table on the job's first prompt: verification only, drafting not
-  priced), τ = mean accept length per step (bonus excluded, the paper's; mean ± stderr over prompts), tokens per
+  prefill included; the paper averages per-prompt tok/s), "× vanilla" = its tok/s over the task's vanilla row's
+  (`plan.vanilla_method`: greedy, or at paper scale the sampling vanilla as the paper's), speedup over greedy
+  measured in the same job ("× greedy") and modeled (the tree core's cost table on the job's first prompt:
+  verification only, drafting not priced), τ = mean accept length per step (bonus excluded, the paper's; mean ±
+  stderr over prompts), tokens per
   step (bonus included, Spec-Bench's), tokens per forward (prefill counted, paper 3's), drafted nodes per step,
   the share of steps on the largest tree used (EntMTPτ's aggressive tree), identical-to-greedy fraction, whether the
-  simulation predicted every prompt's forwards, and n.
+  simulation predicted every prompt's forwards (empty under typical acceptance, where it does not apply), and n.
 * **Table 2**: per task, frontier trees near the requested sizes with their search cap D, biased (the what-if
   probe at the smaller tree's step starts) and self (own rollout) mean accept, and per task max |Δ| and
   Kendall's tau over every re-scored tree.
-* **Figures**: 1, 4, 5: the acceptance frontier of one task (history rows per depth cap, the global Pareto
-  frontier, self values, the published default); 2 (and the second panels of 4, 5): the throughput frontier
-  (modeled tok/s per candidate tree by depth cap, the hull, EntMTP*, the default); 3: (a) Pearson r of the
-  regime features against the accept length, per task, (b) the classifier's AUROC per task.
+* **Figures** (their series: `acceptance_series`, `throughput_series`, `regimes_series`): 1, 4, 5: the
+  acceptance frontier of one task (history rows per depth cap, the Pareto frontier of the biased values, self
+  values, the published default); 2 (and the second panels of 4, 5): the throughput frontier (modeled tok/s per
+  candidate tree by depth cap, the hull, EntMTP*, the default, greedy); 3: (a) Pearson r of the regime features
+  against the accept length, per task, (b) the classifier's AUROC per task.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,7 @@ from ...report.figures import save_figure, style
 from ...report.tables import Table
 from ...results import samples_path
 from .bank import ROOT_ONLY
+from .frontier import pareto
 from .regimes import FEATURES
 
 
@@ -63,12 +68,15 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
         sim = check["methods"].get(r["method"])
         m_tau, e_tau = _mean_err(tau)
         m_step, e_step = _mean_err(per_step)
+        vanilla = _json(r["vanilla"])["decode_stats"].get("tokens_per_s") if r.get("vanilla") else None
+        tps = stats.get("tokens_per_s")
         out.append(
             {
                 "task": r["task_title"],
                 "method": r["title"],
-                "tok/s": stats.get("tokens_per_s"),
-                "× vanilla": stats.get("speedup_vs_greedy"),
+                "tok/s": tps,
+                "× vanilla": tps / vanilla if tps is not None and vanilla else None,
+                "× greedy": stats.get("speedup_vs_greedy"),
                 "modeled × greedy": stats.get("modeled_speedup_vs_greedy"),
                 "τ (bonus excl.)": m_tau,
                 "τ stderr": e_tau,
@@ -78,7 +86,7 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
                 "drafted nodes/step": float(np.mean(drafted)) if drafted else 0.0,
                 "largest-tree share": float(np.mean([d == largest for d in drafted])) if drafted else None,
                 "identical": stats.get("identical_fraction"),
-                "simulated = actual": None if sim is None else bool(sim["equal"]),
+                "simulated = actual": None if sim is None or sim["equal"] is None else bool(sim["equal"]),
                 "n": res["n"],
             }
         )
@@ -86,7 +94,7 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
     return Table(
         data,
         pm={"τ (bonus excl.)": "τ stderr", "tokens/step": "tokens/step stderr"},
-        digits={"tok/s": 2, "× vanilla": 3, "modeled × greedy": 3, "n": 0},
+        digits={"tok/s": 2, "× vanilla": 3, "× greedy": 3, "modeled × greedy": 3, "n": 0},
     )
 
 
@@ -121,75 +129,101 @@ def table2(paths: Mapping[str, tuple[str, str]], titles: Mapping[str, str], node
 # -------------------------------------------------------------------------------------------------- figures
 
 
+@dataclass
+class Series:
+    """One series of a figure panel: `line` (x, y), `points`, `star` (a published tree), `ring` (EntMTP*) or
+    `hline` (y[0] across the panel)."""
+
+    x: list[float]
+    y: list[float]
+    kind: str = "line"
+
+
+def acceptance_series(search: Mapping[str, Any], self_data: Mapping[str, Any]) -> dict[str, Series]:
+    """Figs. 1, 4, 5 (first panel): draft nodes against mean accept length (bonus excluded): the search's history
+    per depth cap (`D = d`, the biased what-if values), the Pareto frontier of the biased values over all depths
+    (`Pareto (biased)`), every re-scored tree's own-rollout value (`self rollout`), and each published tree's (by
+    its id)."""
+    out: dict[str, Series] = {}
+    for d, rows in search["per_depth_history"].items():
+        if rows:
+            out[f"D = {d}"] = Series([r["n_nodes"] for r in rows], [r["mean_accept"] for r in rows])
+    searched = sorted((r for r in self_data["rows"] if r["biased"] is not None), key=lambda r: r["n_nodes"])
+    if searched:
+        front = pareto(searched, "biased")
+        out["Pareto (biased)"] = Series([r["n_nodes"] for r in front], [r["biased"] for r in front])
+        out["self rollout"] = Series([r["n_nodes"] for r in searched], [r["self"] for r in searched], "points")
+    for r in self_data["rows"]:
+        if r["biased"] is None:
+            out[r["id"]] = Series([r["n_nodes"]], [r["self"]], "star")
+    return out
+
+
+def throughput_series(thr: Mapping[str, Any]) -> dict[str, Series]:
+    """Fig. 2 (and the second panels of 4, 5): draft nodes against modeled tok/s (prefill included): each depth
+    cap's searched candidates (`D = d`), the hull, EntMTP* (`EntMTP* (n nodes)`), each published tree (its id)
+    and greedy (a horizontal line)."""
+    rows = thr["rows"]
+    out: dict[str, Series] = {}
+    by_depth: dict[Any, list[dict]] = {}
+    for r in rows:
+        if r.get("biased") is not None:
+            by_depth.setdefault(r["depth"], []).append(r)
+    for d, rs in sorted(by_depth.items()):
+        rs = sorted(rs, key=lambda r: r["n_nodes"])
+        out[f"D = {d}"] = Series([r["n_nodes"] for r in rs], [r["modeled_tokens_per_s"] for r in rs])
+    front = sorted((r for r in rows if r["id"] in thr["hull"]), key=lambda r: r["n_nodes"])
+    out["hull"] = Series([r["n_nodes"] for r in front], [r["modeled_tokens_per_s"] for r in front])
+    best = next(r for r in rows if r["id"] == thr["best"])
+    out[f"EntMTP* ({best['n_nodes']} nodes)"] = Series([best["n_nodes"]], [best["modeled_tokens_per_s"]], "ring")
+    for r in rows:
+        if r.get("biased") is None and r["id"] != ROOT_ONLY:
+            out[r["id"]] = Series([r["n_nodes"]], [r["modeled_tokens_per_s"]], "star")
+    out["greedy"] = Series([], [thr["greedy"]["modeled_tokens_per_s"]], "hline")
+    return out
+
+
+def regimes_series(summaries: Mapping[str, dict]) -> tuple[list[str], np.ndarray, list[float | None]]:
+    """Fig. 3: the tasks, (a) Pearson r of every regime feature against the accept length [tasks x features] (nan
+    where undefined), (b) the low-acceptance classifier's AUROC per task."""
+    tasks = list(summaries)
+    grid = np.array(
+        [[((summaries[t] or {}).get("pearson") or {}).get(f) for f in FEATURES] for t in tasks], dtype=float
+    )
+    auc = [((summaries[t] or {}).get("classifier") or {}).get("auroc") for t in tasks]
+    return tasks, grid, auc
+
+
 def _figure(width: float, height: float, panels: int, **kw: Any) -> tuple[Figure, list]:
     with style():
         fig = Figure(figsize=(width, height), layout="constrained")
         return fig, list(np.atleast_1d(fig.subplots(1, panels, **kw)))
 
 
-def _acceptance_panel(ax, search: dict, self_data: dict, title: str) -> None:
+def _draw(ax, series: Mapping[str, Series], title: str, ylabel: str, depth_line: str) -> None:
+    """The series of one frontier panel (log nodes; symlog when the root-only tree sits at 0); `depth_line`: the
+    line style of the per-depth series."""
     with style():
-        for d, rows in search["per_depth_history"].items():
-            if rows:
-                ax.plot([r["n_nodes"] for r in rows], [r["mean_accept"] for r in rows], lw=1, label=f"D = {d}")
-        searched = [r for r in self_data["rows"] if r["biased"] is not None]
-        if searched:
-            xs = [r["n_nodes"] for r in searched]
-            ax.plot(xs, [r["biased"] for r in searched], "k--", lw=0.8, label="Pareto (biased)")
-            ax.scatter(xs, [r["self"] for r in searched], marker="x", color="k", s=14, label="self rollout")
-        for r in self_data["rows"]:
-            if r["biased"] is None:
-                ax.scatter([r["n_nodes"]], [r["self"]], marker="*", s=60, color="tab:red", label=r["id"])
-        ax.set_xscale("log")
-        ax.set_xlabel("draft nodes")
-        ax.set_ylabel("mean accept length (bonus excl.)")
-        ax.set_title(title)
-        ax.legend(fontsize=6)
-
-
-def _throughput_panel(ax, thr: dict, title: str) -> None:
-    with style():
-        rows = thr["rows"]
-        by_depth: dict[Any, list[dict]] = {}
-        for r in rows:
-            if r.get("biased") is not None:
-                by_depth.setdefault(r["depth"], []).append(r)
-        for d, rs in sorted(by_depth.items()):
-            rs = sorted(rs, key=lambda r: r["n_nodes"])
-            ax.plot(
-                [r["n_nodes"] for r in rs],
-                [r["modeled_tokens_per_s"] for r in rs],
-                "--",
-                marker="o",
-                ms=3,
-                lw=0.8,
-                label=f"D = {d}",
-            )
-        hull = [r for r in rows if r["id"] in thr["hull"]]
-        hull.sort(key=lambda r: r["n_nodes"])
-        ax.plot([r["n_nodes"] for r in hull], [r["modeled_tokens_per_s"] for r in hull], "k-", lw=1.2, label="hull")
-        best = next(r for r in rows if r["id"] == thr["best"])
-        ax.scatter(
-            [best["n_nodes"]],
-            [best["modeled_tokens_per_s"]],
-            s=50,
-            facecolors="none",
-            edgecolors="k",
-            label=f"EntMTP* ({best['n_nodes']} nodes)",
-        )
-        for r in rows:
-            if r.get("biased") is None and r["id"] != ROOT_ONLY:
-                ax.scatter(
-                    [r["n_nodes"]], [r["modeled_tokens_per_s"]], marker="*", s=60, color="tab:red", label=r["id"]
-                )
-        ax.axhline(thr["greedy"]["modeled_tokens_per_s"], color="grey", lw=0.8, ls=":", label="greedy")
-        if any(r["n_nodes"] == 0 for r in hull + [best]):  # the root-only tree (include_greedy) sits at 0
+        for label, sr in series.items():
+            if sr.kind == "line" and label.startswith("D = "):
+                ax.plot(sr.x, sr.y, depth_line, marker="o", ms=3, lw=0.8, label=label)
+            elif sr.kind == "line":
+                ax.plot(sr.x, sr.y, "k--" if label.startswith("Pareto") else "k-", lw=1.0, label=label)
+            elif sr.kind == "points":
+                ax.scatter(sr.x, sr.y, marker="x", color="k", s=14, label=label)
+            elif sr.kind == "star":
+                ax.scatter(sr.x, sr.y, marker="*", s=60, color="tab:red", label=label)
+            elif sr.kind == "ring":
+                ax.scatter(sr.x, sr.y, s=50, facecolors="none", edgecolors="k", label=label)
+            else:
+                ax.axhline(sr.y[0], color="grey", lw=0.8, ls=":", label=label)
+        if any(0 in sr.x for sr in series.values()):  # the root-only tree (include_greedy) sits at 0 nodes
             ax.set_xscale("symlog", linthresh=1)
             ax.set_xlim(left=-0.4)  # no negative decade
         else:
             ax.set_xscale("log")
         ax.set_xlabel("draft nodes")
-        ax.set_ylabel("modeled tokens / s (prefill incl.)")
+        ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.legend(fontsize=6)
 
@@ -202,29 +236,21 @@ def frontier_figure(
     fig, axes = _figure(4.5 * len(panels), 3.4, len(panels))
     for a, p in zip(axes, panels):
         if p == "acceptance":
-            _acceptance_panel(a, _json(files["search"]), _json(files["self"]), f"{title}: acceptance frontier")
+            series = acceptance_series(_json(files["search"]), _json(files["self"]))
+            _draw(a, series, f"{title}: acceptance frontier", "mean accept length (bonus excl.)", "-")
         else:
-            _throughput_panel(a, _json(files["throughput"]), f"{title}: throughput frontier")
+            series = throughput_series(_json(files["throughput"]))
+            _draw(a, series, f"{title}: throughput frontier", "modeled tokens / s (prefill incl.)", "--")
     save_figure(fig, png, pdf)
 
 
 def regimes_figure(
     summaries: Mapping[str, dict], titles: Mapping[str, str], png: str | os.PathLike, pdf: str | os.PathLike
 ) -> None:
-    """Fig. 3: (a) Pearson r heatmap (tasks x features), (b) AUROC per task."""
+    """Fig. 3: (a) Pearson r heatmap (tasks x features), (b) AUROC per task (`regimes_series`)."""
     fig, (a, b) = _figure(9.0, 3.2, 2, width_ratios=[3, 1])
-    tasks = list(summaries)
+    tasks, grid, auc = regimes_series(summaries)
     with style():
-        grid = np.array(
-            [
-                [
-                    np.nan if (summaries[t] or {}).get("pearson", {}).get(f) is None else summaries[t]["pearson"][f]
-                    for f in FEATURES
-                ]
-                for t in tasks
-            ],
-            dtype=float,
-        )
         im = a.imshow(grid, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
         a.set_xticks(range(len(FEATURES)), [f.replace("_", " ") for f in FEATURES], rotation=30, ha="right")
         a.set_yticks(range(len(tasks)), [titles[t] for t in tasks])
@@ -235,7 +261,6 @@ def regimes_figure(
                     a.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6)
         fig.colorbar(im, ax=a, shrink=0.8, label="Pearson r (next accept length)")
         a.set_title("(a) regime features vs accept length")
-        auc = [((summaries[t] or {}).get("classifier") or {}).get("auroc") for t in tasks]
         b.bar(range(len(tasks)), [np.nan if v is None else v for v in auc], color="tab:blue")
         b.axhline(0.5, color="grey", lw=0.8, ls=":")
         b.set_xticks(range(len(tasks)), [titles[t] for t in tasks], rotation=30, ha="right")

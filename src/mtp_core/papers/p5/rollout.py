@@ -1,25 +1,29 @@
 """The paper's union-tree rollout engine (§3.1 Algorithm 1 and §3.1.1 as entmtp `optimize_greedy_trees.py` and
-`pareto_self_rollouts.py` run them), for temperature > 0 and the paper scale, where the offline rank tables of
-`frontier` are not exact (under typical acceptance the text depends on the tree).
+`pareto_self_rollouts.py` run them), for temperature > 0 (the paper's typical acceptance at T 0.7), where the
+offline rank tables of `frontier` are not exact: the text depends on the tree.
 
 One search iteration decodes every calibration prompt once with the union tree T u F(T): the heads draft all of
 it, the verifier runs it in one forward, and only T's nodes may be accepted (`allowed`: the reference's
 `max_accepts`), so the trajectory is T's. After each verification every candidate f is scored post hoc from the
 same verifier outputs: C_f = T u {f} accepts the deepest node of C_f whose path passes the acceptance rule
 (`TreeVerifyResult.node_ok`, computed for every node, allowed or not). A what-if accept is capped, like the
-offline simulation's, so that the bonus token stays within the generation budget. `self_rollout` decodes a
-tree on its own (the debiasing's canonical rollout). At temperature 0 with greedy acceptance both equal the
-offline engine's numbers (tested).
+offline simulation's, so that the bonus token stays within the generation budget (the cap counts the token
+budget; a stop token inside a step is not known to it). `RolloutEngine` runs this search and decodes every other
+run (a tree's own rollout for the debiasing and the throughput frontier, the τ and ladder sweeps) with the
+`entmtp` decoder itself. At temperature 0 with greedy acceptance both equal the offline engine's numbers
+(tested).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from ...decoding.base import GenerationResult, build_decoder
 from ...decoding.tree import Draft, TreeState
 from ...decoding.tree_accept import accepted_nodes
 from ...masks.tree import tree_buffers
@@ -27,7 +31,11 @@ from ...models import LoadedModel
 from .bank import BankTree, Paths, canonical
 from .decoders import HeadsTreeDecoder
 from .drafting import HydraStep, MedusaStep
+from .engines import Run
 from .frontier import frontier_nodes
+from .scheduler import Policy
+
+log = logging.getLogger(__name__)
 
 
 class UnionRolloutDecoder(HeadsTreeDecoder):
@@ -98,17 +106,21 @@ def rollout_search(
     stop_at: int,
     max_new_tokens: int,
     max_children: int = 10,
+    batch_size: int = 1,
+    n_skipped: int = 0,
     **decode: Any,
 ) -> list[dict]:
     """Algorithm 1 for one depth cap with one union rollout per addition (the history rows of
-    `frontier.greedy_search`)."""
+    `frontier.greedy_search`, the same tie-breaks: larger mean, smaller rank sum, shallower, node order)."""
     tree: set[tuple[int, ...]] = {(0,)}
     rows = []
     while len(tree) < stop_at:
         cands = frontier_nodes(tree, depth_cap, max_children)
         if not cands:
             break
-        own, means, steps = union_iteration(loaded, heads, prompts, canonical(tree), cands, max_new_tokens, **decode)
+        own, means, steps = union_iteration(
+            loaded, heads, prompts, canonical(tree), cands, max_new_tokens, batch_size, **decode
+        )
         best = max(range(len(cands)), key=lambda i: (means[i], -sum(cands[i]), -len(cands[i]), -i))
         tree.add(cands[best])
         rows.append(
@@ -120,15 +132,68 @@ def rollout_search(
                 "improvement": means[best] - own,
                 "tree": [list(p) for p in canonical(tree)],
                 "n_steps": steps,
-                "n_skipped": 0,
+                "n_skipped": n_skipped,
             }
         )
+        log.info("rollout search D=%d: %d nodes, mean accept %.4f", depth_cap, len(tree), means[best])
     return rows
 
 
-def self_rollout(
-    loaded: LoadedModel, heads: Any, prompts: Sequence[Sequence[int]], tree: Paths, max_new_tokens: int, **decode: Any
-) -> float:
-    """A tree's own mean accept (the debiasing's canonical rollout: its proposal, mask and cache update)."""
-    own, _, _ = union_iteration(loaded, heads, prompts, tree, [], max_new_tokens, **decode)
-    return own
+def run_of(results: Sequence[GenerationResult], drafting: bool) -> Run:
+    """A `Run` from an `entmtp` decoder's results at batch 1: per step its tree, its accept length capped so that
+    the bonus token stays within the kept tokens (the simulation's cap; only a last step accepting past a stop
+    or the budget is cut), whether its choice read a score; the wall clock of the decode."""
+    trees, accepts, scored = [], [], []
+    for g in results:
+        emitted_before = np.cumsum(g.accepted)[:-1]  # tokens out before each step
+        cap = (len(g.tokens) - emitted_before - 1).clip(min=0)
+        accepts.append(np.minimum(np.array(g.accepted[1:], dtype=np.int64) - 1, cap).tolist())
+        trees.append(list(g.extra["trees"]))
+        scored.append([s is not None for s in g.extra["scores"]])
+    seconds = float(sum(g.prefill_s + g.decode_s for g in results))
+    return Run(trees, accepts, scored, [len(g.tokens) for g in results], drafting, seconds)
+
+
+class RolloutEngine:
+    """The paper's engine (`engines` module docstring): union-tree rollouts for Algorithm 1 (`batch_size` rows at a
+    time: a fixed tree accepts per row), and every run a real decode of the calibration prompts with the `entmtp`
+    decoder at batch 1 under the decoding regime `decode` (acceptance, temperature, posterior_threshold,
+    posterior_alpha)."""
+
+    name = "rollout"
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        heads: Any,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        max_children: int = 10,
+        batch_size: int = 1,
+        n_skipped: int = 0,
+        **decode: Any,
+    ):
+        self.loaded, self.heads, self.prompts = loaded, heads, [list(p) for p in prompts]
+        self.max_new_tokens, self.max_children, self.batch_size = max_new_tokens, max_children, batch_size
+        self.n_skipped, self.decode = n_skipped, decode
+
+    def search(self, depth_cap: int, stop_at: int) -> list[dict]:
+        return rollout_search(
+            self.loaded,
+            self.heads,
+            self.prompts,
+            depth_cap,
+            stop_at,
+            self.max_new_tokens,
+            self.max_children,
+            self.batch_size,
+            self.n_skipped,
+            **self.decode,
+        )
+
+    def run(self, bank: Mapping[str, Paths], policy: Policy, feature: str) -> Run:
+        params = {**policy.params(), "score_feature": feature, **self.decode}
+        trees = {"trees": {i: [list(p) for p in t] for i, t in bank.items()}}
+        dec = build_decoder("entmtp", self.loaded.model, self.loaded.tokenizer, heads=self.heads, bank=trees, **params)
+        out = dec.generate_all(self.prompts, self.max_new_tokens, self.loaded.stop_criteria(), batch_size=1)
+        return run_of(out, dec.drafting)

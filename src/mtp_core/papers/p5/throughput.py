@@ -33,11 +33,11 @@ from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows, timed_
 from ...heads import DraftHeads
 from ...heads.hydra import HydraHeads
 from ...masks.tree import tree_buffers
-from .bank import Paths, canonical, tree_depth
-from .calibration import PromptTable
+from .bank import Paths, tree_depth
 from .drafting import HydraStep, MedusaStep
-from .frontier import States, accept_all, pareto, simulate
-from .scheduler import Policy, feature_depth, score
+from .engines import Engine, Run
+from .frontier import pareto, search_stop
+from .scheduler import Policy, ladder_thresholds
 
 CANDIDATE_MODES = ("per-depth-frontier", "global-frontier", "all")
 
@@ -61,8 +61,15 @@ class StepPrices:
         return float(np.interp(1, self.verify_rows, self.verify_seconds))
 
     def verify(self, nodes: int) -> float:
-        """Seconds of verifying a tree of `nodes` drafts (root row added, small chunks padded as the core does)."""
+        """Seconds of verifying a tree of `nodes` drafts (root row added, small chunks padded as the core does),
+        interpolated between the timed chunk sizes. A tree wider than the widest timed chunk is refused, not
+        priced as that chunk (`np.interp` would clamp): `rows_needed` says how wide the prices must reach."""
         rows = padded_rows(nodes + 1, self.pad_small_chunks)
+        if rows > max(self.verify_rows):
+            raise ValueError(
+                f"a tree of {nodes} nodes verifies {rows} rows, the prices reach {max(self.verify_rows)} "
+                f"(throughput.max_rows must be >= {rows})"
+            )
         return float(np.interp(rows, self.verify_rows, self.verify_seconds))
 
     def advance_s(self, rows: int) -> float:
@@ -183,45 +190,50 @@ def decode_seconds(
     return total
 
 
-def greedy_seconds(prices: StepPrices, table: Sequence[PromptTable]) -> float:
-    return float(sum(prices.prefill) + sum((t.n - 1) * prices.one_row for t in table))
+def greedy_seconds(prices: StepPrices, tokens: Sequence[int]) -> float:
+    """Greedy decoding of the same tokens: each prompt's prefill, then one one-row step per further token."""
+    return float(sum(prices.prefill[: len(tokens)]) + sum((n - 1) * prices.one_row for n in tokens))
 
 
-def static_rollout_seconds(
-    prices: StepPrices, states: States, table: Sequence[PromptTable], tid: str, paths: Paths
-) -> tuple[float, Any]:
-    roll = simulate(states, paths)
-    secs = sum(prices.prefill)
-    for acc in roll.accepts:
-        secs += decode_seconds(
-            prices, [tid] * len(acc), {tid: paths}, acc.tolist(), [False] * len(acc), drafting=bool(paths)
+def run_seconds(prices: StepPrices, run: Run, bank: Mapping[str, Paths]) -> float:
+    """A run's priced seconds: per prompt its prefill and `decode_seconds` of its steps."""
+    return float(
+        sum(
+            prices.prefill[p] + decode_seconds(prices, run.trees[p], bank, run.accepts[p], run.scored[p], run.drafting)
+            for p in range(len(run.tokens))
         )
-    return secs, roll
+    )
+
+
+def run_speed(prices: StepPrices, run: Run, bank: Mapping[str, Paths]) -> dict[str, Any]:
+    """A run's modeled speed (module docstring): tok/s, against greedy on the same tokens, per decode step, and
+    its mean accept; the measured wall-clock tok/s beside where the engine decoded."""
+    secs = run_seconds(prices, run, bank)
+    tokens, steps = int(sum(run.tokens)), max(1, run.n_steps)
+    out = {
+        "mean_accept": run.mean_accept,
+        "modeled_tokens_per_s": tokens / secs,
+        "modeled_speedup_vs_greedy": greedy_seconds(prices, run.tokens) / secs,
+        "seconds_per_decode_step": (secs - sum(prices.prefill[: len(run.tokens)])) / steps,
+        "output_tokens_per_decode_step": (tokens - len(run.tokens)) / steps,
+        "forwards": int(len(run.tokens) + run.n_steps),
+    }
+    if run.seconds:
+        out["measured_tokens_per_s"] = tokens / run.seconds
+    return out
 
 
 def throughput_row(
-    prices: StepPrices,
-    states: States,
-    table: Sequence[PromptTable],
-    tid: str,
-    paths: Paths,
-    extra: Mapping[str, Any] | None = None,
+    prices: StepPrices, run: Run, tid: str, paths: Paths, extra: Mapping[str, Any] | None = None
 ) -> dict:
-    secs, roll = static_rollout_seconds(prices, states, table, tid, paths)
-    tokens = int(sum(t.n for t in table))
-    steps = roll.n_steps
+    """A candidate tree's row of the throughput frontier (its static run, priced)."""
     return {
         "id": tid,
         "n_nodes": len(paths),
         "tree_depth": tree_depth(paths),
         **(extra or {}),
         "tree": [list(p) for p in paths],
-        "mean_accept": roll.mean_accept,
-        "modeled_tokens_per_s": tokens / secs,
-        "modeled_speedup_vs_greedy": greedy_seconds(prices, table) / secs,
-        "seconds_per_decode_step": (secs - sum(prices.prefill)) / max(1, steps),
-        "output_tokens_per_decode_step": (tokens - len(table)) / max(1, steps),
-        "forwards": int(len(table) + steps),
+        **run_speed(prices, run, {tid: paths}),
     }
 
 
@@ -251,54 +263,26 @@ def hull(rows: Sequence[dict]) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------- scheduler
 
+NEVER_LEAVE_S = 1.0  # tau_on >= 1: no score (a probability) exceeds it, EntMTPτ stays on S
+NEVER_LEAVE_B = -1.0  # tau_on = tau_off < 0: every score exceeds it, EntMTPτ runs B from the first step
 
-def policy_rollout(
-    table: Sequence[PromptTable],
-    states: States,
-    bank: Mapping[str, Paths],
-    policy: Policy,
-    feature: str,
-    prices: StepPrices | None = None,
-) -> dict:
-    """The scheduler simulated on the calibration table (batch 1, fresh signal): per prompt the tree of every
-    step, its accept length, and (with prices) the priced seconds. Exact at temperature 0: the decoder's choices
-    follow from the same p0 and chain probabilities."""
-    accepts = {tid: accept_all(states, paths) for tid, paths in bank.items()}
-    drafting = any(bank[tid] for tid in policy.reachable)
-    depth = feature_depth(feature)
-    chain_d = states.codes.shape[1] if depth < 0 else depth
-    out_trees, out_acc, secs = [], [], 0.0
-    for p, (s0, n) in enumerate(zip(states.start, states.lengths)):
-        t = table[p]
-        policy.reset()
-        trees, accs, scored = [], [], []
-        i = 0
-        while i < n - 1:
-            evaluate = policy.scores_now
-            value = float(score(feature, t.p0[i], t.chain[i, :chain_d])) if evaluate else None
-            tid = policy.choose(value)
-            a = int(accepts[tid][s0 + i])
-            trees.append(tid)
-            accs.append(a)
-            scored.append(evaluate)
-            i += a + 1
-        out_trees.append(trees)
-        out_acc.append(accs)
-        if prices is not None:
-            secs += prices.prefill[p] + decode_seconds(prices, trees, bank, accs, scored, drafting=drafting)
-    res = {"trees": out_trees, "accepts": out_acc}
-    if prices is not None:
-        tokens = int(sum(t.n for t in table))
-        res["modeled_tokens_per_s"] = tokens / secs
-        res["modeled_speedup_vs_greedy"] = greedy_seconds(prices, table) / secs
-    steps = [a for acc in out_acc for a in acc]
-    res["mean_accept"] = float(np.mean(steps)) if steps else 0.0
-    res["share"] = {tid: float(np.mean([x == tid for tr in out_trees for x in tr])) for tid in bank}
-    return res
+
+def tau_settings(taus: Sequence[float], hysteresis: Sequence[float]) -> list[tuple[float, float, float]]:
+    """(τ_on, τ_off, factor) of the sweep: every τ_on of the grid with τ_off = τ_on x each factor, then the two
+    static ends, "never leave S" and "never leave B" (static B: EntMTP*), whatever the grid holds, so the
+    sweep's choice is never below either static tree on the calibration prompts; duplicates dropped."""
+    grid = [(float(t), float(t) * f, float(f)) for t in taus for f in hysteresis]
+    ends = [(NEVER_LEAVE_S, NEVER_LEAVE_S, 1.0), (NEVER_LEAVE_B, NEVER_LEAVE_B, 1.0)]
+    seen, out = set(), []
+    for on, off, f in grid + ends:
+        if (on, off) not in seen:
+            seen.add((on, off))
+            out.append((on, off, f))
+    return out
 
 
 def tau_sweep(
-    table: Sequence[PromptTable],
+    engine: Engine,
     prices: StepPrices,
     bank: Mapping[str, Paths],
     small: str,
@@ -308,27 +292,63 @@ def tau_sweep(
     feature: str,
     period: int = 1,
 ) -> list[dict]:
-    """EntMTPτ on the calibration prompts for every τ_on in `taus` and τ_off = τ_on x each factor (module
-    docstring), best first (ties: the first in grid order)."""
-    states = States.of(table)
+    """EntMTPτ with S = `small` and B = `big` on the calibration prompts (the engine's runs, priced) for every
+    setting of `tau_settings`, fastest first (modeled tok/s; ties: the first in grid order). The objective is
+    the priced speed, not the accept length: a τ that spends more steps on B accepts more per step and may
+    still be slower."""
+    pair = {small: bank[small], big: bank[big]}
     rows = []
-    for tau in taus:
-        for f in hysteresis:
-            pol = Policy(
-                "binary_tau", list(bank), conservative=small, aggressive=big, tau_on=tau, tau_off=tau * f, period=period
-            )
-            r = policy_rollout(table, states, bank, pol, feature, prices)
-            rows.append(
-                {
-                    "tau_on": tau,
-                    "tau_off": tau * f,
-                    "hysteresis": f,
-                    **{k: r[k] for k in ("modeled_tokens_per_s", "modeled_speedup_vs_greedy", "mean_accept", "share")},
-                }
-            )
+    for on, off, f in tau_settings(taus, hysteresis):
+        pol = Policy(
+            "binary_tau", list(pair), conservative=small, aggressive=big, tau_on=on, tau_off=off, period=period
+        )
+        run = engine.run(pair, pol, feature)
+        rows.append(
+            {
+                "tau_on": on,
+                "tau_off": off,
+                "hysteresis": f,
+                **run_speed(prices, run, pair),
+                "share": run.share(list(pair)),
+            }
+        )
     order = sorted(range(len(rows)), key=lambda i: (-rows[i]["modeled_tokens_per_s"], i))
     return [rows[i] for i in order]
 
 
-def bank_trees(rows: Sequence[dict]) -> dict[str, Paths]:
-    return {r["id"]: canonical(r["tree"]) for r in rows}
+def ladder_candidates(n: int, taus: Sequence[float]) -> list[list[float]]:
+    """Threshold sets the EntMTP- sweep tries for a bank of n trees: the public code's default i / n, then for
+    every τ of the grid the evenly spaced ladder τ i / (n - 1), i = 1 .. n - 1 (its top threshold τ: above it the
+    largest tree; with two trees binary τ without hysteresis). Our family: the paper sweeps τ on calibration and
+    leaves the ladder's thresholds unstated."""
+    out = [ladder_thresholds(n)]
+    for t in taus:
+        c = [float(t) * i / (n - 1) for i in range(1, n)]
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def ladder_sweep(
+    engine: Engine,
+    prices: StepPrices,
+    bank: Mapping[str, Paths],
+    order: Sequence[str],
+    taus: Sequence[float],
+    feature: str,
+    period: int = 1,
+) -> list[dict]:
+    """EntMTP- over the bank (trees in bank `order`) for every threshold set of `ladder_candidates`, priced on the
+    calibration prompts, fastest first (ties: the first tried, the public default)."""
+    rows = []
+    for thr in ladder_candidates(len(order), taus):
+        run = engine.run(bank, Policy("threshold_ladder", list(order), thresholds=thr, period=period), feature)
+        rows.append({"thresholds": thr, **run_speed(prices, run, bank), "share": run.share(list(order))})
+    ranked = sorted(range(len(rows)), key=lambda i: (-rows[i]["modeled_tokens_per_s"], i))
+    return [rows[i] for i in ranked]
+
+
+def rows_needed(budgets: Sequence[int], tolerance: float, extra_nodes: Sequence[int] = ()) -> int:
+    """Verification rows the prices must reach: the largest searched tree (`frontier.search_stop` nodes) or
+    priced extra tree (the published default), plus its root row."""
+    return max([search_stop(budgets, tolerance), *extra_nodes]) + 1
