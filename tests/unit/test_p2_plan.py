@@ -6,12 +6,15 @@ from __future__ import annotations
 import copy
 
 import pytest
+import torch
 
 from mtp_core.config import ConfigError
+from mtp_core.heads.deepseek import DeepSeekMTPHeads
+from mtp_core.models import tiny_model
 from mtp_core.papers.p2 import experiments, plan
 from mtp_core.validation import check_references, load_config
 
-from ..conftest import REPO
+from ..conftest import REPO, tiny_spec
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +25,7 @@ def tiny():
 def test_runs_mains_and_settings(tiny):
     ext = plan.run_plan(tiny, "loopd_4to8")
     assert ext.method["num_heads"] == 8 and ext.method["trunk"] == "frozen" and ext.method["loss"]["beta"] == 0.5
-    assert ext.extend == {"from": "mtpd_k4", "new_heads": 4, "source": "latest", "group": None}
+    assert ext.extend == {"from": "mtpd_k4", "new_heads": 4, "source": "latest", "group": 4}
     assert plan.main_of(tiny, "mtpd_k4") == "tiny-qwen3-math" == plan.main_of(tiny, "loopd_4to8")
     assert plan.main_of(tiny, "t2_mtpd") == "t2_mtpd"  # a trained trunk decodes as its own main
     assert plan.heads_path(tiny, "t2_mtpd") == "results/models/p2/t2_mtpd/model/heads"
@@ -37,6 +40,36 @@ def test_runs_mains_and_settings(tiny):
     assert plan.feature_key(tiny, "loopd_4to8") is None
     settings = plan.run_settings(tiny, "loopd_4to8")
     assert settings["extend"]["heads"] == "results/models/p2/mtpd_k4/model" and settings["trunk_dir"] is None
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    return load_config(REPO / "config.yaml")
+
+
+def test_each_extension_stage_copies_the_group_the_last_stage_trained(embedded):
+    """4 -> 8 -> 12 -> 16 (§3.3, A13): each stage copies the group its source stage trained (9-12 <- 5-8, 13-16 <-
+    9-12), through the settings the launcher gets; "1 -> 8" copies head 1, and a stage after it head 8."""
+    cfg = copy.deepcopy(embedded)
+    cfg["papers"]["p2"]["runs"]["loopd_1to8_to12"] = {"extend": {"from": "loopd_1to8", "new_heads": 4}}
+    groups = {r: plan.run_settings(cfg, r)["extend"] for r in ("loopd_4to8", "loopd_8to12", "loopd_12to16")}
+    assert [(e["group"], e["source"], e["new_heads"]) for e in groups.values()] == [(4, "latest", 4)] * 3
+    assert plan.run_settings(cfg, "loopd_1to8")["extend"]["group"] == 1
+    assert plan.run_settings(cfg, "loopd_1to8_to12")["extend"]["group"] == 1
+    torch.manual_seed(0)
+    heads = DeepSeekMTPHeads.from_trunk(tiny_model(tiny_spec("qwen3")), 4)
+    with torch.no_grad():
+        for i, h in enumerate(heads.heads):
+            h.proj.weight.fill_(i + 1)  # head i+1's projection holds i+1
+    for stage, run in enumerate(("loopd_4to8", "loopd_8to12", "loopd_12to16"), start=1):
+        e = groups[run]
+        k = heads.num_heads
+        heads = heads.extend(e["new_heads"], e["group"], e["source"])
+        with torch.no_grad():
+            for h in heads.heads[k:]:
+                h.proj.weight.add_(10 * stage)  # the stage's training moves its new heads
+    tags = [int(h.proj.weight[0, 0]) for h in heads.heads]
+    assert tags == [1, 2, 3, 4, 11, 12, 13, 14, 31, 32, 33, 34, 61, 62, 63, 64]
 
 
 def test_speed_rows_and_leaderboard(tiny):

@@ -55,9 +55,8 @@ def check(config: dict) -> None:
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{where}.method (merged with papers.p2.method): {e}") from None
         if ext:
-            src = run_plan(config, ext["from"])
-            k_src = int(src.method.get("num_heads", 1))
-            if not 1 <= int(ext.get("group") or k_src) <= k_src:
+            k_src = int(run_plan(config, ext["from"]).method.get("num_heads", 1))
+            if not 1 <= plan.extend["group"] <= k_src:
                 raise ConfigError(f"{where}.extend.group: {ext.get('group')} heads, run {ext['from']!r} has {k_src}")
         tc, _ = check_training(where, plan.train, launcher_settings(config, run))
         if tc.warmup_steps >= tc.max_steps > 0:

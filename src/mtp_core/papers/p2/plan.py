@@ -5,9 +5,11 @@ Names (derived here only):
 
 * **Runs.** `papers.p2.runs.<name>` overrides the shared `model`, `dataset`, `method` (P2Config keys) and `train`
   (TrainConfig keys), merged key by key. `extend: {from, new_heads, group, source}` makes a looped-extension run
-  (§3.3): the source run's heads plus `new_heads` copies, trained on the source's trunk (its base model, or the
-  trunk it trained), frozen with the old heads, with the source's merged method (the run's own `method` keys
-  override it; `trunk` is always frozen).
+  (§3.3): the source run's heads plus `new_heads` copies of a group of heads, trained on the source's trunk (its
+  base model, or the trunk it trained), frozen with the old heads, with the source's merged method (the run's own
+  `method` keys override it; `trunk` is always frozen). `group` defaults to the last stage's group: all K heads of
+  a trained run, or the group the source extension itself copied, so that with `source: latest` each stage copies
+  the group the previous stage trained (4 -> 8 -> 12: heads 9-12 <- 5-8, not the first stage's 1-4; A13).
 * **Mains.** The trunk a run decodes with: its base model (a frozen trunk) or the run itself (a trained trunk,
   `results/models/p2/<run>/model`). Run names may not equal model names, so the two never collide.
 * **Settings** `h<D>`: decoding with D drafts, for every D of `depths` (each run's K and the `loops`), on every
@@ -72,9 +74,11 @@ def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
         return merged_run(config, "p2", run, RunPlan)
     src = run_plan(config, ext["from"], (*_seen, run))
     method = deep_merge(src.method, run_entry(config, "p2", run).get("method"))
-    method["num_heads"] = int(src.method.get("num_heads", 1)) + int(ext["new_heads"])
+    k_src = int(src.method.get("num_heads", 1))
+    method["num_heads"] = k_src + int(ext["new_heads"])
     method.update(trunk="frozen", trunk_layers=0)  # the trunk (the source's, trained or not) and old heads freeze
-    plan = merged_run(config, "p2", run, RunPlan, extend={"source": "latest", "group": None, **ext})
+    group = ext.get("group") or (src.extend["group"] if src.extend else k_src)
+    plan = merged_run(config, "p2", run, RunPlan, extend={"source": "latest", **ext, "group": int(group)})
     return replace(plan, model=src.model, dataset=src.dataset, method=method)
 
 
