@@ -142,10 +142,12 @@ def test_without_kv_cache_lossless_and_equal_to_the_cached_decoder(setup, depths
     cached = MTPSpecDecoder(trunk, tok, heads=heads, num_drafts=depths).generate_all(prompts, BUDGET, stop, 1)
     nokv = build_decoder("mtp-spec", trunk, tok, heads=heads, num_drafts=depths, kv_cache=False)
     one, three = nokv.generate_all(prompts, BUDGET, stop, 1), nokv.generate_all(prompts, BUDGET, stop, 3)
-    for r, c, a, b in zip(ref, cached, one, three):
+    for p, r, c, a, b in zip(prompts, ref, cached, one, three):
         assert a.tokens == r.tokens == b.tokens and a.stop_reason == r.stop_reason
         assert steps_of(a) == steps_of(c) == steps_of(b)
         assert a.extra["drafted"] == [0] + [depths] * (len(a.accepted) - 1)
+        # no cache: verification i runs the whole sequence, the tokens emitted so far and the D drafts
+        assert a.extra["chunk_rows"][1:] == [len(p) + sum(a.accepted[:i]) + depths for i in range(1, len(a.accepted))]
     assert sum(sum(steps_of(a)) for a in one) > 10  # drafts are accepted: the uncached cascade is exercised
 
 
