@@ -38,6 +38,34 @@ ROWS = {
 }
 
 
+def test_simulation_by_hand():
+    """Prompt x_0 x_1 x_2; the prefill emits x_3, so the first step compares the drafts head k made at position 2
+    (x_3's predecessor). Match rows for 4 depths, D = 2: a step accepts at most D drafts. Budget 8 tokens: x_3,
+    then steps of 3, 1, 2 and 1 tokens."""
+    ids = list(range(10, 26))
+    match = np.zeros((4, len(ids)), dtype=bool)
+    match[:, 2] = True  # step 1 at n = 3: all 4 depths match; D = 2 caps it at 2
+    match[:, 3] = False  # (position n: not this step's)
+    match[0, 6], match[1, 6] = True, False  # step 3 at n = 7: one draft
+    steps = simulate_steps(match, ids, 3, 2, 8, StopCriteria(), None)
+    assert steps == [2, 0, 1, 0]
+    assert simulate_steps(match, ids, 3, 4, 8, StopCriteria(), None) == [4, 0, 0]  # 1 + 5 + 1 + 1 tokens
+    stop_at = StopCriteria(eos_ids=(ids[6],))  # x_6 ends the row inside step 1's tokens
+    assert simulate_steps(match, ids, 3, 4, 8, stop_at, None) == [4]
+    with pytest.raises(ValueError, match="continuation ends"):
+        simulate_steps(match, ids[:10], 3, 4, 8, StopCriteria(), None)
+
+
+def test_modeled_steps_by_hand():
+    """accepted [1, 2, 1, 3]: the prefill, then verifications accepting m = 1, 0, 2 drafts with D = 2. Each
+    verification runs D + 1 = 3 rows (padded to 4); the proposals before verifications 2 and 3 run depth d on
+    m_prev + d rows: (2, 3) after m = 1, (1, 2) after m = 0."""
+    main = CostModel({1: 2.0, 4: 3.0}, online=False)  # one-row step 2 s: 4 rows cost 1.5 steps
+    head_s = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4, 5: 0.5}
+    want = 3 * 1.5 + (0.2 + 0.3 + 0.1 + 0.2) / 2.0
+    assert modeled_steps([1, 2, 1, 3], 2, main, head_s) == pytest.approx(want)
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     """References of a tiny trunk, K = 2 heads trained on its own continuations, and the acceptance job at D = 1, 2
@@ -102,24 +130,6 @@ def test_acceptance_counters_are_the_decoders(job):
                 assert cat["A"] == _counters(st, depth)[0]  # one prompt per category here
             accepted_any += max(m for st in steps for m in st) >= min(depth, 2)
     assert accepted_any >= 4  # trained heads: most settings accept two drafts in a row somewhere
-
-
-def test_simulation_by_hand():
-    """Prompt x_0 x_1 x_2; the prefill emits x_3, so the first step compares the drafts head k made at position 2
-    (x_3's predecessor). Match rows for 4 depths, D = 2: a step accepts at most D drafts. Budget 8 tokens: x_3,
-    then steps of 3, 1, 2 and 1 tokens."""
-    ids = list(range(10, 26))
-    match = np.zeros((4, len(ids)), dtype=bool)
-    match[:, 2] = True  # step 1 at n = 3: all 4 depths match; D = 2 caps it at 2
-    match[:, 3] = False  # (position n: not this step's)
-    match[0, 6], match[1, 6] = True, False  # step 3 at n = 7: one draft
-    steps = simulate_steps(match, ids, 3, 2, 8, StopCriteria(), None)
-    assert steps == [2, 0, 1, 0]
-    assert simulate_steps(match, ids, 3, 4, 8, StopCriteria(), None) == [4, 0, 0]  # 1 + 5 + 1 + 1 tokens
-    stop_at = StopCriteria(eos_ids=(ids[6],))  # x_6 ends the row inside step 1's tokens
-    assert simulate_steps(match, ids, 3, 4, 8, stop_at, None) == [4]
-    with pytest.raises(ValueError, match="continuation ends"):
-        simulate_steps(match, ids[:10], 3, 4, 8, StopCriteria(), None)
 
 
 def test_teacher_forced_match_position_by_position(job):
@@ -188,16 +198,6 @@ def test_topn_mass_by_hand(job, tmp_path):
     assert out["positions"] == 30 and out["mass"][str(vocab)] == pytest.approx(1.0, abs=1e-5)
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert lines[0] == "topn,mass,stderr" and lines[-1].startswith(f"{vocab},1.0000")
-
-
-def test_modeled_steps_by_hand():
-    """accepted [1, 2, 1, 3]: the prefill, then verifications accepting m = 1, 0, 2 drafts with D = 2. Each
-    verification runs D + 1 = 3 rows (padded to 4); the proposals before verifications 2 and 3 run depth d on
-    m_prev + d rows: (2, 3) after m = 1, (1, 2) after m = 0."""
-    main = CostModel({1: 2.0, 4: 3.0}, online=False)  # one-row step 2 s: 4 rows cost 1.5 steps
-    head_s = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4, 5: 0.5}
-    want = 3 * 1.5 + (0.2 + 0.3 + 0.1 + 0.2) / 2.0
-    assert modeled_steps([1, 2, 1, 3], 2, main, head_s) == pytest.approx(want)
 
 
 def test_speed_job_speedups_per_protocol(job, tmp_path):

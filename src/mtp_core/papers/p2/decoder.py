@@ -22,8 +22,8 @@ cache keeps per-row hole slots (masked in every later chunk), as the main cache 
 
 **Without a KV cache** (`kv_cache: false`, the protocol App. D times the paper's speedups with): every step runs
 the main model over the whole sequence and every head over every position, Algorithm 1 as written
-(`uncached.uncached_generate`, rows one at a time as in App. D's batch 1). The same tokens, drafts and accepted
-counts as the cached decoding (both equal Algorithm 1), at the cost of recomputing the sequence every step.
+(`uncached.uncached_generate`, rows one at a time as in App. D's batch 1). The same tokens and accepted counts as
+the cached decoding (both equal Algorithm 1), at the cost of recomputing the sequence every step.
 
 Params: `heads` (a directory written by `heads.save_heads`, checked against the model's fingerprint; or a loaded
 `DeepSeekMTPHeads`), `num_drafts` D (default: the heads' K), `check_trunk` (default True), `kv_cache` (default
