@@ -1,7 +1,8 @@
 """Paper 2's speed measurement by hand (the workflow's `p2_speed_<experiment>` jobs with other settings): greedy and
 `mtp-spec` with trained heads side by side under the bench protocol (same weights, prompts and threads; warm-up;
-interleaved order; per-batch medians over repeats), batch 1 greedy as in App. D, with the paper's speedup (vs
-the 1-head MTP baseline), the speedup vs greedy, the decoded head counters and the modeled speed beside each.
+interleaved order; per-batch medians over repeats), batch 1 greedy as in App. D, under the experiment's decoding
+protocols (`kv_cache`: with a KV cache, and App. D's without), with the paper's speedup (vs the 1-head MTP baseline
+of the same protocol), the speedup vs greedy, the decoded head counters and the modeled speed beside each.
 Needs the experiment's trainings (`snakemake -c2 results/figures/p2/fig4.png` makes them). For the final numbers:
 a quiet machine (`uptime` load < 1.5), more repeats.
 
@@ -51,7 +52,7 @@ def main() -> None:
         rows,
         decoders,
         [str(out / f"{label}.json") for label in decoders],
-        experiments.speed_baseline(config, args.experiment),
+        experiments.speed_refs(config, args.experiment),
         max_new_tokens=args.max_new_tokens or speed["max_new_tokens"],
         batch_size=1,
         bench={"warmup": args.warmup, "repeats": args.repeats, "threads": args.threads},

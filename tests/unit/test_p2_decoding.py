@@ -129,3 +129,45 @@ def test_counters_hand_example():
     assert np.allclose(c.car, np.cumprod(c.ar))  # CAR_j = prod_{i<=j} AR_i
     pooled = c + HeadCounters.of_steps([1], 4)  # pooled over samples, not a mean of per-sample rates
     assert pooled.ar[0] == pytest.approx(4 / 5)
+
+
+@pytest.mark.parametrize("depths", [1, 3, 6])
+def test_without_kv_cache_lossless_and_equal_to_the_cached_decoder(setup, depths):
+    """`kv_cache: false` (App. D's protocol: every step recomputes the whole sequence): the same tokens as greedy and
+    the same accepted count at every step as the cached decoder, with an EOS and a stop string, batch 1 and 3."""
+    trunk, tok, prompts, greedy, heads = setup
+    conts = greedy.generate_all(prompts, BUDGET, StopCriteria(), batch_size=1)
+    stop = StopCriteria(eos_ids=(conts[1].tokens[5],), stop_strings=(tok.decode(conts[2].tokens[7:9]),))
+    ref = greedy.generate_all(prompts, BUDGET, stop, batch_size=1)
+    cached = MTPSpecDecoder(trunk, tok, heads=heads, num_drafts=depths).generate_all(prompts, BUDGET, stop, 1)
+    nokv = build_decoder("mtp-spec", trunk, tok, heads=heads, num_drafts=depths, kv_cache=False)
+    one, three = nokv.generate_all(prompts, BUDGET, stop, 1), nokv.generate_all(prompts, BUDGET, stop, 3)
+    for p, r, c, a, b in zip(prompts, ref, cached, one, three):
+        assert a.tokens == r.tokens == b.tokens and a.stop_reason == r.stop_reason
+        assert steps_of(a) == steps_of(c) == steps_of(b)
+        assert a.extra["drafted"] == [0] + [depths] * (len(a.accepted) - 1)
+        # no cache: verification i runs the whole sequence, the tokens emitted so far and the D drafts
+        assert a.extra["chunk_rows"][1:] == [len(p) + sum(a.accepted[:i]) + depths for i in range(1, len(a.accepted))]
+    assert sum(sum(steps_of(a)) for a in one) > 10  # drafts are accepted: the uncached cascade is exercised
+
+
+def test_without_kv_cache_equals_literal_algorithm1(setup):
+    trunk, tok, prompts, _, heads = setup
+    dec = MTPSpecDecoder(trunk, tok, heads=heads, num_drafts=3, kv_cache=False)
+    for p in prompts:
+        g = dec.generate([p], BUDGET, StopCriteria())[0]
+        tokens, steps, _, a, c_cmp, c_step = algorithm1(trunk, heads, p, 3, BUDGET + 3)
+        assert tokens[:BUDGET] == g.tokens and steps == steps_of(g)
+        counters = HeadCounters.of_steps(steps_of(g), 3)
+        assert (counters.accepted.tolist(), counters.compared.tolist(), counters.steps) == (a, c_cmp, c_step)
+
+
+@pytest.mark.parametrize("budget", [1, 2, 5])
+def test_uncached_greedy_is_greedy(setup, budget):
+    trunk, tok, prompts, greedy, _ = setup
+    conts = greedy.generate_all(prompts, budget + 4, StopCriteria(), batch_size=1)
+    stop = StopCriteria(eos_ids=(conts[0].tokens[-2],))
+    ref = greedy.generate_all(prompts, budget, stop, batch_size=2)
+    out = build_decoder("greedy-uncached", trunk, tok).generate_all(prompts, budget, stop, batch_size=2)
+    assert [o.tokens for o in out] == [r.tokens for r in ref]
+    assert all(o.accepted == [1] * len(o.tokens) for o in out)

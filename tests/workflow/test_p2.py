@@ -31,7 +31,10 @@ def test_p2_part_of_all(tiny_run):
         car, ar = k4[f"{ps} CAR"].to_numpy(), k4[f"{ps} AR"].to_numpy()
         assert ((ar >= 0) & (ar <= 1)).all() and (car[1:] <= car[:-1] + 1e-12).all()  # CAR decays with H
     md = (res / "tables/p2/table1.md").read_text()
-    assert "paired 95% CI" in md and " / " in md
+    assert "paired 95% CI" in md and " / " in md and "| Seeds" in md
+    # the K = 1 arms trained twice (seeds: 2): their rows and difference rows carry the spread over seeds
+    assert data.loc[data["run"].isin(["mtp_k1", "mtpd_k1", "mtpd_k1-mtp_k1"]), "seeds"].tolist() == [2] * 4
+    assert data.loc[data["run"] == "mtpd_k4", "seeds"].isna().all()
     acc = json.loads((res / "decode/p2/mtpd_k4/prompts-math/h8.json").read_text())
     heads = acc["decode_stats"]["heads"]
     assert acc["decode_stats"]["simulated"] and acc["settings"]["loop"] and len(heads["ar"]) == 8
@@ -41,14 +44,20 @@ def test_p2_part_of_all(tiny_run):
 def test_speed_rows_are_lossless_and_relative_to_the_baseline(tiny_run):
     base = tiny_run / "results/decode/p2/speed/fig4"
     rows = {p.stem: json.loads(p.read_text()) for p in base.glob("*.json")}
-    assert set(rows) == {"greedy", "mtp_k1-h1", "mtpd_k1-h1", "mtp_k4-h4", "mtpd_k4-h4"}
+    cached = {"greedy", "mtp_k1-h1", "mtpd_k1-h1", "mtp_k4-h4", "mtpd_k4-h4"}
+    assert set(rows) == cached | {"greedy-nokv", *(f"{r}-nokv" for r in cached - {"greedy"})}  # both protocols
     for name, r in rows.items():
-        st = r["decode_stats"]
-        assert st["identical_fraction"] == 1.0
-        assert st["modeled_speedup_vs_greedy"] > 0 and st["speedup_vs_baseline"] > 0
-        if name != "greedy":
+        st, kv = r["decode_stats"], not name.endswith("-nokv")
+        assert st["identical_fraction"] == 1.0 and r["settings"]["kv_cache"] == kv
+        assert st["speedup_vs_baseline"] > 0 and (st.get("modeled_speedup_vs_greedy", 0) > 0) == kv
+        if not name.startswith("greedy"):
             assert r["decoder"]["name"] == "mtp-spec" and st["heads"]["C_step"] > 0
+            assert r["decoder"]["params"].get("kv_cache", True) == kv
     assert rows["mtp_k1-h1"]["decode_stats"]["speedup_vs_baseline"] == pytest.approx(1.0)
+    assert rows["mtp_k1-h1-nokv"]["decode_stats"]["speedup_vs_baseline"] == pytest.approx(1.0)
+    assert rows["greedy-nokv"]["decoder"]["name"] == "greedy-uncached"
+    # the same accepted drafts under both protocols
+    assert rows["mtpd_k4-h4-nokv"]["decode_stats"]["heads"] == rows["mtpd_k4-h4"]["decode_stats"]["heads"]
 
 
 def test_leaderboard_has_the_mtp_rows(tiny_run):
@@ -60,8 +69,8 @@ def test_leaderboard_has_the_mtp_rows(tiny_run):
 def test_dry_run_of_every_p2_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
     counts = job_counts(dry_run("config/tiny.yaml", "papers"))
-    assert counts["p2_train"] == len(p2_plan.run_names(cfg)) == 15
-    assert counts["p2_acceptance"] == 15 and counts["p2_table"] == 8 and counts["p2_figure"] == 11
+    assert counts["p2_train"] == len(p2_plan.run_names(cfg)) == 15 + 2  # + the K = 1 arms' second seeds
+    assert counts["p2_acceptance"] == 17 and counts["p2_table"] == 8 and counts["p2_figure"] == 11
     assert counts["p2_reference"] == 1 + 10  # the base model and every run that trained its trunk
     assert counts["p2_features"] == 2  # frozen trunks share one cache; partial-joint runs another
     assert counts["p2_speed_fig4"] == counts["p2_speed_fig5"] == counts["p2_speed_table8"] == 1

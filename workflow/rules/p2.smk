@@ -111,7 +111,8 @@ rule p2_acceptance:
         "../scripts/p2_acceptance.py"
 
 
-# One bench per speed experiment (Fig. 4, Fig. 5, Table 8): greedy and its mtp-spec rows side by side.
+# One bench per speed experiment (Fig. 4, Fig. 5, Table 8): greedy and its mtp-spec rows side by side, under each
+# decoding protocol (with a KV cache; without one, App. D's).
 for _exp in p2_speed_experiments():
 
     rule:
@@ -125,7 +126,7 @@ for _exp in p2_speed_experiments():
             experiment=_exp,
             trunks=p2exp.speed_trunks(config, _exp),
             decoders=p2exp.speed_decoders(config, _exp),
-            baseline=p2exp.speed_baseline(config, _exp),
+            refs=p2exp.speed_refs(config, _exp),
             prompt_sets=p2plan.prompt_sets(config),
             speed=p2plan.section(config)["speed"],
             bench=p2exp.speed_bench(config),

@@ -1,10 +1,10 @@
 """Paper 2: one speed experiment (Fig. 4, Fig. 5 or Table 8): greedy and its `mtp-spec` rows side by side with the
-bench protocol, plus the speedup vs the baseline row, the decoded head counters and the modeled speed
-(`mtp_core.papers.p2.speed`).
+bench protocol, under each decoding protocol (with and without a KV cache), plus the speedup vs the baseline row,
+the decoded head counters and the modeled speed (`mtp_core.papers.p2.speed`).
 
 snakemake.input:   models (the rows' trunks), prompts (one file per prompt set), runs (the rows' exports)
-snakemake.params:  experiment, trunks {label: main}, decoders {label: params} (greedy of each trunk first), baseline (a row
-                   label), prompt_sets,
+snakemake.params:  experiment, trunks {label: main}, decoders {label: params} (per protocol: greedy of each trunk, then
+                   the mtp-spec rows), refs {label: {greedy, baseline, kv_cache}}, prompt_sets,
                    speed (papers.p2.speed), bench {warmup, repeats, threads}
 snakemake.output:  results (one JSON per decoder, in decoders order)
 """
@@ -26,7 +26,7 @@ speed_job(
     rows,
     decoders,
     list(smk.output.results),
-    smk.params.baseline,
+    dict(smk.params.refs),
     max_new_tokens=speed["max_new_tokens"],
     batch_size=speed["batch_size"],
     bench=dict(smk.params.bench),

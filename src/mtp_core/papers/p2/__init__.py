@@ -6,9 +6,9 @@ with AR / CAR per head.
 Modules: `plan` (config section -> runs, mains, settings, jobs, result files), `experiments` (tables, figures,
 speed experiments: what they show and read), `checks` (the config check), `losses` (Eqs. 1-5, 8-10, App. E.2.2),
 `data` (shard windows, the feature cache), `train` (the model, step and launcher method `p2`), `decoder`
-(`mtp-spec`, App. D), `acceptance` (the teacher-forced simulation, Eqs. 6-7), `evaluate` (references, acceptance
-and validation jobs, Top-N mass), `speed` (bench rows, modeled speed), `report` (Tables 1-8), `figures`
-(Figures 3-7, 9-14).
+(`mtp-spec`, App. D), `uncached` (decoding without a KV cache, App. D's timing protocol), `acceptance` (the
+teacher-forced simulation, Eqs. 6-7), `evaluate` (references, acceptance and validation jobs, Top-N mass), `speed`
+(bench rows, modeled speed), `report` (Tables 1-8), `figures` (Figures 3-7, 9-14).
 """
 
 from ...registry import Method, Paper
@@ -28,5 +28,5 @@ PAPER = Paper(
             "mtp_core.papers.p2.plan:from_config",
         ),
     ),
-    decoders=("mtp_core.papers.p2.decoder",),
+    decoders=("mtp_core.papers.p2.decoder", "mtp_core.papers.p2.uncached"),
 )

@@ -12,6 +12,7 @@ from .plan import (
     launcher_settings,
     max_depth,
     prompt_sets,
+    replicates,
     run_plan,
     section,
 )
@@ -22,9 +23,10 @@ def check(config: dict) -> None:
 
     Models, datasets (pretrain_text) and prompt sets are declared; run names are safe and not model names; every
     run's merged method and train build (P2Config with N >= 1, K >= 1, beta >= 0 ...; TrainConfig and the
-    launcher's processes); extensions name an earlier run with a frozen trunk and a valid group; every experiment
-    names declared runs (speed experiments: one main, a baseline among the rows); the reference continuation
-    reaches D + 1 tokens past the budget for the deepest D; leaderboard rows name declared runs (their heads' model: `leaderboard.check`)."""
+    launcher's processes); extensions name an earlier run with a frozen trunk and a valid group, and train once
+    (no seed enters a copy); seed replicates' names are free; every experiment names declared runs (speed
+    experiments: one main, a baseline among the rows); the reference continuation reaches D + 1 tokens past the
+    budget for the deepest D; leaderboard rows name declared runs (their heads' model: `leaderboard.check`)."""
     from ...train.launch.settings import check_training
     from .train import P2Config
 
@@ -45,6 +47,11 @@ def check(config: dict) -> None:
         ext = (runs[run] or {}).get("extend")
         if ext and ext["from"] not in runs:
             raise ConfigError(f"{where}.extend.from: run {ext['from']!r} is not declared in papers.p2.runs")
+        if ext and replicates(config, run):
+            raise ConfigError(f"{where}.seeds: an extension copies its source's heads (no seed enters it)")
+        for rep in replicates(config, run):
+            if rep in runs or rep in models:
+                raise ConfigError(f"{where}.seeds: its replicate {rep!r} is also a declared run or model")
         plan = run_plan(config, run)
         if plan.model not in models:
             raise ConfigError(f"{where}.model: model {plan.model!r} is not declared")
@@ -55,9 +62,8 @@ def check(config: dict) -> None:
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{where}.method (merged with papers.p2.method): {e}") from None
         if ext:
-            src = run_plan(config, ext["from"])
-            k_src = int(src.method.get("num_heads", 1))
-            if not 1 <= int(ext.get("group") or k_src) <= k_src:
+            k_src = int(run_plan(config, ext["from"]).method.get("num_heads", 1))
+            if not 1 <= plan.extend["group"] <= k_src:
                 raise ConfigError(f"{where}.extend.group: {ext.get('group')} heads, run {ext['from']!r} has {k_src}")
         tc, _ = check_training(where, plan.train, launcher_settings(config, run))
         if tc.warmup_steps >= tc.max_steps > 0:
@@ -82,8 +88,8 @@ def _check_experiments(config: dict, runs: dict) -> None:
             if run not in runs:
                 raise ConfigError(f"papers.p2.{kind}.{name}: run {run!r} is not declared in papers.p2.runs")
         if name in ex.SPEED_EXPERIMENTS and ex.configured(config, name):
-            rows = ex.speed_rows(config, name)
-            if ex.speed_baseline(config, name) not in {r["label"] for r in rows}:
+            labels = {r["label"] for r in ex.speed_rows(config, name)}
+            if any(ex.speed_baseline(config, name, kv) not in labels for kv in ex.speed_protocols(config, name)):
                 raise ConfigError(f"papers.p2.{kind}.{name}.baseline: not among the rows at its own K")
         spec = ex.experiment_spec(config, name)
         if spec.get("prompt_set") and spec["prompt_set"] not in prompt_sets(config):

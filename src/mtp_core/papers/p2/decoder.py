@@ -20,23 +20,31 @@ only; it is not used. Batches: rows accept different m, so each depth's chunk is
 `[holes | permanent (right-aligned) | holes | temporary (right-aligned)]` with a per-row validity mask, and the
 cache keeps per-row hole slots (masked in every later chunk), as the main cache does (`commit_accepted`).
 
+**Without a KV cache** (`kv_cache: false`, the protocol App. D times the paper's speedups with): every step runs
+the main model over the whole sequence and every head over every position, Algorithm 1 as written
+(`uncached.uncached_generate`, rows one at a time as in App. D's batch 1). The same tokens and accepted counts as
+the cached decoding (both equal Algorithm 1), at the cost of recomputing the sequence every step.
+
 Params: `heads` (a directory written by `heads.save_heads`, checked against the model's fingerprint; or a loaded
-`DeepSeekMTPHeads`), `num_drafts` D (default: the heads' K), `check_trunk` (default True).
+`DeepSeekMTPHeads`), `num_drafts` D (default: the heads' K), `check_trunk` (default True), `kv_cache` (default
+True).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
-from ...decoding.base import register_decoder
+from ...decoding.base import GenerationResult, StopCriteria, register_decoder
 from ...decoding.cache import crop_cache, select_rows
 from ...decoding.tree import Draft, TreeDecoder, TreeState
 from ...heads import load_heads
 from ...heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from ...masks.tree import chain_buffers
+from .uncached import uncached_generate
 
 
 def right_aligned(valid: torch.Tensor) -> torch.Tensor:
@@ -160,7 +168,7 @@ def _left_to_valid(tokens: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
 class MTPSpecDecoder(TreeDecoder):
     """Chain drafts from cascaded MTP heads, verified by the main model (module docstring)."""
 
-    PARAMS = ("heads", "num_drafts", "check_trunk")
+    PARAMS = ("heads", "num_drafts", "check_trunk", "kv_cache")
     needs_hidden = True  # the accepted path's h^0 feeds head 1's permanent rows
     needs_prompt_hidden = True  # and, after the prefill, the prompt's
 
@@ -178,6 +186,14 @@ class MTPSpecDecoder(TreeDecoder):
         self.depths = int(params.get("num_drafts") or heads.num_heads)
         if self.depths < 1:
             raise ValueError(f"mtp-spec: num_drafts must be >= 1, got {self.depths}")
+        self.kv_cache = bool(params.get("kv_cache", True))
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
+    ) -> list[GenerationResult]:
+        if self.kv_cache:
+            return super().generate(prompts, max_new_tokens, stop)
+        return uncached_generate(self.model, self.tokenizer, self.heads, self.depths, prompts, max_new_tokens, stop)
 
     def propose(self, state: TreeState) -> Draft:
         cascade: HeadCascade | None = state.data.get("heads")

@@ -189,24 +189,24 @@ def validation_metrics(
     base: LoadedModel | None = None,
     batch_size: int = 4,
 ) -> dict:
-    """The run's loss terms and agree@k on held-out windows (mean over windows of equal length), and KL(base ‖
-    main) per token when `base` (the untrained trunk) is given."""
+    """The run's loss terms and agree@k on held-out windows, and KL(base ‖ main) per token when `base` (the
+    untrained trunk) is given: means over every window (the windows have one length, so each batch's per-token
+    means count by its windows; a short last batch counts less)."""
     trunk = loaded.model
     dev = next(trunk.parameters()).device
     sums: dict[str, float] = defaultdict(float)
-    batches = 0
     for i in range(0, len(windows), batch_size):
         ids = torch.from_numpy(windows[i : i + batch_size]).to(dev)
+        rows = ids.shape[0]
         h0 = trunk.model(input_ids=ids).last_hidden_state
         main = trunk.lm_head(h0)
         logits = [trunk.lm_head(scored(h, k)) for k, h in enumerate(heads.forward_train(trunk, h0, ids), 1)]
         for name, v in p2_loss(main, logits, ids, loss).metrics.items():
-            sums[name] += float(v)
+            sums[name] += rows * float(v)
         if base is not None:
             ref = base.model(input_ids=ids).logits.float()
             kl = F.kl_div(main.float().log_softmax(-1), ref.log_softmax(-1), log_target=True, reduction="none")
-            sums["kl_base_main"] += float(kl.sum(-1).mean())
-        batches += 1
-    metrics = {k: v / batches for k, v in sums.items()}
+            sums["kl_base_main"] += rows * float(kl.sum(-1).mean())
+    metrics = {k: v / len(windows) for k, v in sums.items()}
     atomic_write_json(out, {"windows": int(len(windows)), "tokens": int(windows.size), "metrics": metrics})
     return metrics

@@ -5,9 +5,15 @@ Names (derived here only):
 
 * **Runs.** `papers.p2.runs.<name>` overrides the shared `model`, `dataset`, `method` (P2Config keys) and `train`
   (TrainConfig keys), merged key by key. `extend: {from, new_heads, group, source}` makes a looped-extension run
-  (§3.3): the source run's heads plus `new_heads` copies, trained on the source's trunk (its base model, or the
-  trunk it trained), frozen with the old heads, with the source's merged method (the run's own `method` keys
-  override it; `trunk` is always frozen).
+  (§3.3): the source run's heads plus `new_heads` copies of a group of heads, trained on the source's trunk (its
+  base model, or the trunk it trained), frozen with the old heads, with the source's merged method (the run's own
+  `method` keys override it; `trunk` is always frozen). `group` defaults to the last stage's group: all K heads of
+  a trained run, or the group the source extension itself copied, so that with `source: latest` each stage copies
+  the group the previous stage trained (4 -> 8 -> 12: heads 9-12 <- 5-8, not the first stage's 1-4; A13).
+* **Seeds.** A run with `seeds: n` trains n times: as itself (`train.seed`) and as replicates `<run>-seed<i>`
+  (i = 1 .. n-1, `train.seed + i`), full runs in every other respect (training, acceptance, validation), which
+  Tables 1 and 7 read for the spread of each number over seeds. With a frozen trunk and its feature cache the
+  windows are the same for every seed: the seed moves the heads' initialisation (and nothing of the trunk).
 * **Mains.** The trunk a run decodes with: its base model (a frozen trunk) or the run itself (a trained trunk,
   `results/models/p2/<run>/model`). Run names may not equal model names, so the two never collide.
 * **Settings** `h<D>`: decoding with D drafts, for every D of `depths` (each run's K and the `loops`), on every
@@ -26,6 +32,7 @@ Tables, figures and the speed experiments: `experiments`; the checks: `checks`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +45,7 @@ from ...run_plan import merged_run, paper_section, run_entry
 
 RESULTS = "results"
 REFERENCE = "greedy"
+REPLICATE = re.compile(r"(.+)-seed([1-9][0-9]*)")  # `<run>-seed<i>`: seed replicate i of a declared run
 
 
 def section(config: dict) -> dict:
@@ -58,13 +66,47 @@ class RunPlan(CoreRunPlan):
         return self.method.get("trunk", "frozen") != "frozen"
 
 
+def declared_runs(config: dict) -> dict[str, dict]:
+    """`papers.p2.runs` as written."""
+    return section(config).get("runs") or {}
+
+
+def seed_count(config: dict, run: str) -> int:
+    """How many trainings a declared run has (`seeds`; absent: one)."""
+    return int((declared_runs(config).get(run) or {}).get("seeds") or 1)
+
+
+def replicate_name(run: str, i: int) -> str:
+    return f"{run}-seed{i}"
+
+
+def replicates(config: dict, run: str) -> list[str]:
+    """The seed replicates of a declared run (module docstring), without the run itself."""
+    return [replicate_name(run, i) for i in range(1, seed_count(config, run))]
+
+
+def replica_of(config: dict, run: str) -> tuple[str, int]:
+    """(the declared run, the seed index) of a run name: a declared run is its own replicate 0; an unknown name
+    comes back as it is (whoever looks it up names it)."""
+    m = None if run in declared_runs(config) else REPLICATE.fullmatch(run)
+    if m and m[1] in declared_runs(config) and int(m[2]) < seed_count(config, m[1]):
+        return m[1], int(m[2])
+    return run, 0
+
+
 def run_names(config: dict) -> list[str]:
-    return list(section(config).get("runs") or {})
+    """Every training: the declared runs, each followed by its seed replicates."""
+    return [r for run in declared_runs(config) for r in (run, *replicates(config, run))]
 
 
 def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
     """The merged settings of `run` (module docstring, `run_plan.merged_run`); an extension takes its source's
-    model, data and merged method, with the new heads added and the trunk and old heads frozen."""
+    model, data and merged method, with the new heads added and the trunk and old heads frozen; a seed replicate
+    is its run with `train.seed + i`."""
+    base, i = replica_of(config, run)
+    if i:
+        plan = run_plan(config, base, _seen)
+        return replace(plan, name=run, train={**plan.train, "seed": int(plan.train.get("seed", 0)) + i})
     ext = run_entry(config, "p2", run).get("extend")
     if run in _seen:
         raise ConfigError(f"papers.p2.runs.{run}.extend: a cycle ({' -> '.join((*_seen, run))})")
@@ -72,16 +114,18 @@ def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
         return merged_run(config, "p2", run, RunPlan)
     src = run_plan(config, ext["from"], (*_seen, run))
     method = deep_merge(src.method, run_entry(config, "p2", run).get("method"))
-    method["num_heads"] = int(src.method.get("num_heads", 1)) + int(ext["new_heads"])
+    k_src = int(src.method.get("num_heads", 1))
+    method["num_heads"] = k_src + int(ext["new_heads"])
     method.update(trunk="frozen", trunk_layers=0)  # the trunk (the source's, trained or not) and old heads freeze
-    plan = merged_run(config, "p2", run, RunPlan, extend={"source": "latest", "group": None, **ext})
+    group = ext.get("group") or (src.extend["group"] if src.extend else k_src)
+    plan = merged_run(config, "p2", run, RunPlan, extend={"source": "latest", **ext, "group": int(group)})
     return replace(plan, model=src.model, dataset=src.dataset, method=method)
 
 
 def _method_key(config: dict, run: str, key: str, default: Any) -> Any:
     """One top-level key of a run's merged method, without merging the rest (the plan asks for K and the trunk of
     every run many times; `run_plan` deep-copies)."""
-    r = (section(config).get("runs") or {}).get(run)
+    r = declared_runs(config).get(replica_of(config, run)[0])
     if r is None:
         raise ConfigError(f"papers.p2.runs: no run {run!r}")
     r = r or {}
@@ -93,7 +137,7 @@ def _method_key(config: dict, run: str, key: str, default: Any) -> Any:
 
 
 def num_heads(config: dict, run: str) -> int:
-    ext = ((section(config).get("runs") or {}).get(run) or {}).get("extend")
+    ext = (declared_runs(config).get(replica_of(config, run)[0]) or {}).get("extend")
     if ext:
         return num_heads(config, ext["from"]) + int(ext["new_heads"])
     return int(_method_key(config, run, "num_heads", 1))
@@ -115,7 +159,7 @@ def run_record(run: str) -> str:
 def main_of(config: dict, run: str) -> str:
     """The trunk run decodes with: its base model (frozen trunk) or the run (a trained trunk, as its source's
     for an extension)."""
-    r = (section(config).get("runs") or {}).get(run) or {}
+    r = declared_runs(config).get(replica_of(config, run)[0]) or {}
     if r.get("extend"):
         return main_of(config, r["extend"]["from"])
     if _method_key(config, run, "trunk", "frozen") != "frozen":
@@ -124,7 +168,7 @@ def main_of(config: dict, run: str) -> str:
 
 
 def is_run(config: dict, main: str) -> bool:
-    return main in (section(config).get("runs") or {})
+    return replica_of(config, main)[0] in declared_runs(config)
 
 
 def heads_path(config: dict, run: str) -> str:
@@ -212,8 +256,8 @@ def run_settings(config: dict, run: str) -> dict:
 
 
 def launcher_settings(config: dict, run: str) -> dict:
-    """`run_plan.launcher_settings` of run `run`."""
-    return run_launcher(config, "p2", run)
+    """`run_plan.launcher_settings` of run `run` (a seed replicate: its run's)."""
+    return run_launcher(config, "p2", replica_of(config, run)[0])
 
 
 def from_config(config: dict, run: str) -> tuple[dict, dict]:

@@ -1,14 +1,20 @@
 """Paper 2's tables (Tables 1-8) from the result files named by `plan.report_params`; figures in `figures.py`.
 
 * Table 1 / Table 7: CAR / AR (%) per head H and benchmark (K = 1: AR), pooled over each prompt set's prompts
-  (Eqs. 6-7), and their mean over benchmarks; per block, each further run minus the first, per head: the paired
-  bootstrap difference over prompts with its 95 % interval (all benchmarks pooled, and per benchmark).
+  (Eqs. 6-7), and "Mean": pooled over the prompts of every benchmark (`pooled_sets`; the paper's own averages, e.g.
+  Table 1's +3.09 points, are unweighted means of its seven benchmarks' rates, which a handful of prompts per set
+  would make noisy); per block, each further run minus the first, per head: the paired bootstrap difference over
+  prompts with its 95 % interval (per benchmark, and over all prompts as "Mean"), the same differences pooled and
+  bootstrapped alike. Runs trained with several seeds add "Seeds": the mean ± sd over seeds of the pooled CAR / AR,
+  and for the difference rows the pooled difference of every seed pair (seed i of one run with seed i of the
+  other: the same initialisation).
 * Table 2 / Table 6: ablations, with main-head columns that a frozen or partly trained trunk can show at this
   scale: validation CE of the main head, KL(base ‖ main) per token, the fraction of prompts whose greedy output
-  equals the base model's; Table 2 also head-1 AR per benchmark (the paper's "acc | AR").
+  equals the base model's; Table 2 also head-1 AR per benchmark and pooled (the paper's "acc | AR").
 * Table 5: main-head accuracy (prompt sets with answers) and validation CE per run (a frozen trunk gives the same
   values for every run by construction).
-* Table 8: the speed experiments' rows: speedup vs the baseline (measured and modeled), vs greedy, τ.
+* Table 8: the speed experiments' rows under each decoding protocol (with a KV cache; without one, App. D's, the
+  paper's): speedup vs the baseline of the same protocol (measured, and modeled for KV-cached rows), vs greedy, τ.
 * Tables 3-4: the configuration as run (the trunk's sizes and the heads; each run's optimiser, schedule, loss).
 """
 
@@ -55,13 +61,36 @@ def write(numeric: pd.DataFrame, shown: pd.DataFrame, csv: str | os.PathLike, md
 # ------------------------------------------------------------------------------------------ CAR / AR tables
 
 
+def run_counters(f: dict, ps: str, depth: int | None = None) -> list[HeadCounters]:
+    """Per-prompt counters of the run whose files are `f` (`experiments.run_files`) on prompt set `ps` at `depth`
+    drafts (default: its K)."""
+    return prompt_counters(f["acceptance"][ps][str(depth or f["heads"])])
+
+
+def pooled_sets(f: dict, sets: Sequence[str], depth: int | None = None) -> HeadCounters:
+    """The counters of every prompt of `sets` pooled (Eqs. 6-7 sum A_j, C_j^cmp and C_step over samples): the
+    "mean over benchmarks" of every table and figure, so that CAR_j = Π AR_i holds in it as in each benchmark."""
+    return pooled([c for ps in sets for c in run_counters(f, ps, depth)])
+
+
+def seed_runs(params: dict, run: str) -> list[dict]:
+    """The files of `run` and of its seed replicates, the run first (`plan` module docstring)."""
+    return [params["runs"][r] for r in (run, *params["runs"][run].get("replicates", ()))]
+
+
+def _spread(xs: Sequence[float]) -> dict[str, float]:
+    return {"mean": float(np.mean(xs)), "sd": float(np.std(xs, ddof=1)), "min": min(xs), "max": max(xs)}
+
+
 def _car_ar_rows(params: dict, runs: Sequence[str]) -> tuple[list[dict], list[dict]]:
     sets = params["prompt_sets"]
     numeric, shown = [], []
     for run in runs:
         f = params["runs"][run]
         k = f["heads"]
-        per_set = {ps: pooled(prompt_counters(f["acceptance"][ps][str(k)])) for ps in sets}
+        per_set = {ps: pooled(run_counters(f, ps)) for ps in sets}
+        mean = pooled_sets(f, sets)
+        seeds = [pooled_sets(g, sets) for g in seed_runs(params, run)]
         for h in range(k):
             num: dict[str, Any] = {"run": run, "method": f["title"], "K": k, "H": h + 1}
             txt: dict[str, Any] = {"K": k, "Method": f["title"] if h == 0 else "", "H": h + 1}
@@ -69,43 +98,60 @@ def _car_ar_rows(params: dict, runs: Sequence[str]) -> tuple[list[dict], list[di
                 car, ar = float(per_set[ps].car[h]), float(per_set[ps].ar[h])
                 num[f"{ps} CAR"], num[f"{ps} AR"] = car, ar
                 txt[ps] = pct(ar) if k == 1 else f"{pct(car)} / {pct(ar)}"
-            car_m = float(np.mean([num[f"{ps} CAR"] for ps in sets]))
-            ar_m = float(np.mean([num[f"{ps} AR"] for ps in sets]))
-            num["mean CAR"], num["mean AR"] = car_m, ar_m
-            txt["Mean"] = pct(ar_m) if k == 1 else f"{pct(car_m)} / {pct(ar_m)}"
+            num["mean CAR"], num["mean AR"] = float(mean.car[h]), float(mean.ar[h])
+            txt["Mean"] = pct(mean.ar[h]) if k == 1 else f"{pct(mean.car[h])} / {pct(mean.ar[h])}"
+            if len(seeds) > 1:
+                car_s, ar_s = _spread([float(c.car[h]) for c in seeds]), _spread([float(c.ar[h]) for c in seeds])
+                num["seeds"] = len(seeds)
+                num |= {f"seeds CAR {k_}": v for k_, v in car_s.items()} | {
+                    f"seeds AR {k_}": v for k_, v in ar_s.items()
+                }
+                ar_txt = f"{pct(ar_s['mean'])} ± {pct(ar_s['sd'])}"
+                txt["Seeds"] = (
+                    f"{ar_txt} ({len(seeds)})"
+                    if k == 1
+                    else f"{pct(car_s['mean'])} ± {pct(car_s['sd'])} / {ar_txt} ({len(seeds)})"
+                )
             numeric.append(num)
             shown.append(txt)
     return numeric, shown
 
 
+def _cut(cs: Sequence[HeadCounters], k: int) -> list[HeadCounters]:
+    return [HeadCounters(c.accepted[:k], c.compared[:k], c.steps) for c in cs]
+
+
 def _diff_rows(params: dict, base: str, other: str) -> tuple[list[dict], list[dict]]:
-    """Paired bootstrap rows `other - base` per head (both at their K; heads up to the smaller K)."""
+    """Rows `other - base` per head (both at their K; heads up to the smaller K): the paired bootstrap over prompts
+    per benchmark and over all of them, and the same difference for every pair of seeds (seed i with seed i)."""
     sets = params["prompt_sets"]
     fa, fb = params["runs"][base], params["runs"][other]
     k = min(fa["heads"], fb["heads"])
-    a = {ps: prompt_counters(fa["acceptance"][ps][str(fa["heads"])]) for ps in sets}
-    b = {ps: prompt_counters(fb["acceptance"][ps][str(fb["heads"])]) for ps in sets}
-
-    def cut(cs: list[HeadCounters]) -> list[HeadCounters]:
-        return [HeadCounters(c.accepted[:k], c.compared[:k], c.steps) for c in cs]
-
+    a = {ps: _cut(run_counters(fa, ps), k) for ps in sets}
+    b = {ps: _cut(run_counters(fb, ps), k) for ps in sets}
+    pairs = list(zip(seed_runs(params, base), seed_runs(params, other)))
     numeric, shown = [], []
     for stat in ("ar", "car"):
-        by_set = {ps: bootstrap_diff(cut(a[ps]), cut(b[ps]), stat) for ps in sets}
-        overall = bootstrap_diff(cut([c for ps in sets for c in a[ps]]), cut([c for ps in sets for c in b[ps]]), stat)
+        s_ = stat.upper()
+        by_set = {ps: bootstrap_diff(a[ps], b[ps], stat) for ps in sets}
+        overall = bootstrap_diff([c for ps in sets for c in a[ps]], [c for ps in sets for c in b[ps]], stat)
+        by_seed = [
+            getattr(pooled_sets(gb, sets), stat)[:k] - getattr(pooled_sets(ga, sets), stat)[:k] for ga, gb in pairs
+        ]
         for h in range(k):
-            label = f"{fb['title']} − {fa['title']} ({stat.upper()}, paired 95% CI)"
+            label = f"{fb['title']} − {fa['title']} ({s_}, paired 95% CI)"
             num: dict[str, Any] = {"run": f"{other}-{base}", "method": label, "K": k, "H": h + 1}
             txt: dict[str, Any] = {"K": "", "Method": label if h == 0 else "", "H": h + 1}
-            for ps in sets:
-                d = by_set[ps]
-                num[f"{ps} {stat.upper()}"] = d["diff"][h]
-                num[f"{ps} {stat.upper()} lo"], num[f"{ps} {stat.upper()} hi"] = d["lo"][h], d["hi"][h]
-                txt[ps] = f"{100 * d['diff'][h]:+.2f} [{100 * d['lo'][h]:+.2f}, {100 * d['hi'][h]:+.2f}]"
-            num[f"all {stat.upper()}"] = overall["diff"][h]
-            num[f"all {stat.upper()} lo"], num[f"all {stat.upper()} hi"] = overall["lo"][h], overall["hi"][h]
-            d = overall
-            txt["Mean"] = f"{100 * d['diff'][h]:+.2f} [{100 * d['lo'][h]:+.2f}, {100 * d['hi'][h]:+.2f}] (pooled)"
+            for ps, d in (*by_set.items(), ("all", overall)):
+                num[f"{ps} {s_}"], num[f"{ps} {s_} lo"], num[f"{ps} {s_} hi"] = d["diff"][h], d["lo"][h], d["hi"][h]
+                cell = f"{100 * d['diff'][h]:+.2f} [{100 * d['lo'][h]:+.2f}, {100 * d['hi'][h]:+.2f}]"
+                txt["Mean" if ps == "all" else ps] = f"{cell} (pooled)" if ps == "all" else cell
+            if len(pairs) > 1:
+                diffs = [float(d[h]) for d in by_seed]
+                num["seeds"] = len(pairs)
+                num[f"all {s_} seeds"] = ";".join(f"{d:.6f}" for d in diffs)
+                num |= {f"all {s_} seeds {k_}": v for k_, v in _spread(diffs).items()}
+                txt["Seeds"] = ", ".join(f"{100 * d:+.2f}" for d in diffs) + f" (mean {100 * np.mean(diffs):+.2f})"
             numeric.append(num)
             shown.append(txt)
     return numeric, shown
@@ -187,13 +233,10 @@ def main_head_table(params: dict, csv: str, md: str, with_ar: bool) -> None:
             "identical to base": pct(ident, 1),
         }
         if with_ar:
-            ars = []
             for ps in sets:
-                ar = pooled(prompt_counters(f["acceptance"][ps][str(f["heads"])])).ar[0]
-                num[f"{ps} AR"] = float(ar)
-                txt[ps] = pct(ar)
-                ars.append(float(ar))
-            num["mean AR"] = float(np.mean(ars))
+                num[f"{ps} AR"] = float(pooled(run_counters(f, ps)).ar[0])
+                txt[ps] = pct(num[f"{ps} AR"])
+            num["mean AR"] = float(pooled_sets(f, sets).ar[0])
             txt["Mean AR"] = pct(num["mean AR"])
         numeric.append(num)
         shown.append(txt)
@@ -204,13 +247,14 @@ def main_head_table(params: dict, csv: str, md: str, with_ar: bool) -> None:
 
 
 def speed_frame(params: dict) -> pd.DataFrame:
-    """One row per bench row (and per prompt set): speedups vs the baseline and greedy, measured and modeled."""
+    """One row per bench row and protocol (and per prompt set): speedups vs the baseline and greedy of its
+    protocol, measured and modeled (KV-cached rows), τ, identity with greedy."""
     sp = params["speed"]
     rows = []
     for r in sp["rows"]:
         res = load_json(sp["paths"][r["label"]])
         st = res["decode_stats"]
-        base = {"label": r["label"], "title": r["title"], "run": r["run"], "depth": r["depth"]}
+        base = {k: r[k] for k in ("label", "title", "run", "depth", "protocol")}
         rows.append(
             {
                 **base,
@@ -239,16 +283,19 @@ def speed_table(params: dict, csv: str, md: str) -> None:
         {
             "Strategy": overall["title"],
             "D": overall["depth"],
+            "Protocol": overall["protocol"],
             "speedup vs baseline (measured)": [f"{x:.3f}" for x in overall["speedup_vs_baseline"]],
-            "speedup vs baseline (modeled)": [
-                MISSING if x is None else f"{x:.3f}" for x in overall["modeled_speedup_vs_baseline"]
-            ],
+            "speedup vs baseline (modeled)": [_num(x) for x in overall["modeled_speedup_vs_baseline"]],
             "vs greedy (measured)": [f"{x:.3f}" for x in overall["speedup_vs_greedy"]],
             "τ": [f"{x:.3f}" for x in overall["tau"]],
             "identical": [pct(x, 0) for x in overall["identical_fraction"]],
         }
     )
     write(frame, shown, csv, md)
+
+
+def _num(x: float | None) -> str:
+    return MISSING if x is None or not np.isfinite(x) else f"{x:.3f}"
 
 
 # ------------------------------------------------------------------------------------------ config tables

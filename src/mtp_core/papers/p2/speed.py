@@ -1,13 +1,16 @@
 """Paper 2's speed experiments (§4.1 "Speedup Ratio": relative to DeepSeek MTP with K = 1; Figs 4-5, Table 8): the
 bench protocol (`decode_run.decode_prompt_set`: same weights, prompts and threads, warm-up, interleaved order,
-per-batch medians; batch 1 greedy as in App. D) over greedy and `mtp-spec` rows, then per row:
+per-batch medians; batch 1 greedy as in App. D) over greedy and `mtp-spec` rows, each under the experiment's
+decoding protocols (`experiments.speed_protocols`: with a KV cache, and App. D's without one, the paper's), a
+protocol compared only with itself, then per row:
 
 * `speedup_vs_baseline` (the paper's metric) beside `speedup_vs_greedy`, overall and per prompt set;
 * the decoded head counters (A, C_cmp, C_step, AR, CAR, τ from the decoder's own accepted counts), to set beside
   the teacher-forced simulation's;
-* a modeled speed, free of timing noise (A16: never derived from τ): every forward priced by a cost table
-  measured on the job's first prompt, in one-row (greedy) steps: the verification chunk (`cost.calibrate_on_prompt`)
-  plus each depth's head chunk (its m + d rows and one lm_head row, `head_costs`); prefills excluded, as for greedy.
+* a modeled speed, free of timing noise (A16: never derived from τ), for the KV-cached rows: every forward priced
+  by a cost table measured on the job's first prompt, in one-row (greedy) steps: the verification chunk
+  (`cost.calibrate_on_prompt`) plus each depth's head chunk (its m + d rows and one lm_head row, `head_costs`);
+  prefills excluded, as for greedy. (Uncached steps cost what the whole sequence costs: no such table prices them.)
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ from ...io import atomic_write_json, read_jsonl
 from ...models import LoadedModel
 from ...results import samples_path
 from .acceptance import HeadCounters, pooled
-
-REFERENCE = "greedy"
+from .experiments import GREEDY_UNCACHED, REFERENCE
 
 
 @torch.inference_mode()
@@ -84,7 +86,7 @@ def speed_job(
     rows: Sequence[dict],
     decoders: Mapping[str, dict[str, Any]],
     outputs: Sequence[str],
-    baseline: str,
+    refs: Mapping[str, Mapping[str, Any]],
     *,
     max_new_tokens: int,
     batch_size: int,
@@ -93,11 +95,12 @@ def speed_job(
     scale: str,
     config_hash: str,
 ) -> dict[str, Any]:
-    """Bench the greedy rows (one per trunk) and the `mtp-spec` rows side by side, then add the paper's speedup,
-    the decoded counters and the modeled speed to each row's result (module docstring). `trunks[label]`: the
-    trunk the row decodes with; identity and the speed vs greedy are against its own trunk's greedy row. `rows`
-    carry their prompt set as category."""
-    first = trunks[REFERENCE]
+    """Bench the greedy rows (one per trunk and protocol) and the `mtp-spec` rows side by side, then add the
+    paper's speedup, the decoded counters and the modeled speed to each row's result (module docstring).
+    `trunks[label]`: the trunk the row decodes with; `refs[label]` (`experiments.speed_refs`): its greedy row (its
+    trunk's, same protocol: identity and speed vs greedy), its baseline row and whether it keeps a KV cache; the
+    first decoder is the first trunk's greedy row. `rows` carry their prompt set as category."""
+    first = trunks[next(iter(decoders))]
     summary = decode_prompt_set(
         first,
         rows,
@@ -116,30 +119,27 @@ def speed_job(
     )
     speeds = {name: summary["decoders"][name] for name in decoders}
     samples = {name: _samples(path) for name, path in zip(decoders, outputs)}
-    own = {
-        label: next(g for g, p in decoders.items() if p["decoder"] == REFERENCE and trunks[g] is trunks[label])
-        for label in decoders
-    }
-    priced = _priced(trunks, rows, decoders, samples) if modeled else {}
+    cached = {name: p for name, p in decoders.items() if refs[name]["kv_cache"]}
+    priced = _priced(trunks, rows, cached, samples) if modeled and cached else {}
     for name, path in zip(decoders, outputs):
         with open(path, encoding="utf-8") as f:
             result = json.load(f)
-        stats, row, ref = result["decode_stats"], speeds[name], own[name]
+        stats, row, ref, base = result["decode_stats"], speeds[name], refs[name]["greedy"], refs[name]["baseline"]
         same = [a["tokens"] == b["tokens"] for a, b in zip(samples[name], samples[ref])]
-        stats["identical_fraction"] = statistics.fmean(same)
-        stats["identical_to_greedy"] = all(same) if decoders[name]["decoder"] != REFERENCE or name == ref else None
+        stats["identical_fraction"], stats["identical_to_greedy"] = statistics.fmean(same), all(same)
         stats["speedup_vs_greedy"] = row["tokens_per_s"] / speeds[ref]["tokens_per_s"]
-        stats["speedup_vs_baseline"] = row["tokens_per_s"] / speeds[baseline]["tokens_per_s"]
+        stats["speedup_vs_baseline"] = row["tokens_per_s"] / speeds[base]["tokens_per_s"]
         for cat, c in result["per_category"].items():
-            c["speedup_vs_baseline"] = c["tokens_per_s"] / speeds[baseline]["per_category"][cat]["tokens_per_s"]
-        if priced:
+            c["speedup_vs_baseline"] = c["tokens_per_s"] / speeds[base]["per_category"][cat]["tokens_per_s"]
+        if name in priced:
             stats["modeled_speedup_vs_greedy"] = priced[name] / priced[ref]
-            stats["modeled_speedup_vs_baseline"] = priced[name] / priced[baseline]
-        if decoders[name]["decoder"] != REFERENCE:
+            stats["modeled_speedup_vs_baseline"] = priced[name] / priced[base]
+        if decoders[name]["decoder"] not in (REFERENCE, GREEDY_UNCACHED):
             d = int(decoders[name]["num_drafts"])
             counters = [HeadCounters.of_steps([a - 1 for a in g["accepted"][1:]], d) for g in samples[name]]
             stats["heads"] = pooled(counters).as_dict()
-        result["settings"] |= {"baseline": baseline, "greedy": ref, "trunk": trunks[name].name}
+        result["settings"] |= {"baseline": base, "greedy": ref, "trunk": trunks[name].name}
+        result["settings"]["kv_cache"] = refs[name]["kv_cache"]
         atomic_write_json(path, result)
     return summary
 
@@ -147,7 +147,8 @@ def speed_job(
 def _priced(
     trunks: Mapping[str, LoadedModel], rows: Sequence[dict], decoders: Mapping[str, dict], samples: Mapping[str, list]
 ) -> dict[str, float]:
-    """Tokens per modeled one-row step of every bench row, each trunk's costs measured on the first prompt."""
+    """Tokens per modeled one-row step of every (KV-cached) bench row, each trunk's costs measured on the first
+    prompt."""
     depth_max = max([int(p.get("num_drafts") or 1) for p in decoders.values()] + [1])
     costs: dict[int, CostModel] = {}
     heads_s: dict[str, dict[int, float]] = {}
