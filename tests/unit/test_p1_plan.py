@@ -136,7 +136,7 @@ def test_paper_scale_declares_the_papers_runs_and_tasks():
     assert p1_plan.run_plan(cfg, "static_k16").method["random_k"] is False
     # the official layout: one node of 4 GPUs, micro-batch 32, no accumulation; 8 processes cannot split 4 micro-batches
     raw = yaml.safe_load((REPO / "config/paper.yaml").read_text())
-    raw["papers"]["p1"]["launcher"]["tasks_per_node"] = 8
+    raw["papers"]["p1"]["launcher"].update(tasks_per_node=8, gpus_per_node=8)
     with pytest.raises(ConfigError, match=r"papers\.p1\.runs\.main: .* not divisible by world_size 8 .*= 8 processes"):
         validate_config(raw)
     launcher = p1_plan.launcher_settings(cfg, "main")

@@ -194,8 +194,8 @@ def test_fsdp_resume_after_a_kill_equals_the_uninterrupted_run(env, tmp_path, so
 @pytest.mark.parametrize(("model", "run"), [("qwen3", "all"), ("glm4_moe", "all"), ("qwen3", "extend")])
 def test_fsdp_bf16_trains_and_exports(env, tmp_path, source_heads, model, run):
     """The paper config's precision: bf16 weights (GLM-4-MoE's router stays float32), autocast, FSDP2 gathering in
-    bf16 and reducing in float32. The runs train 3 steps with finite losses, and the export loads: heads in bf16,
-    and the trained trunk with its heads on it."""
+    bf16 and reducing in float32, over float32 master weights (train.param_dtype). The runs train 3 steps with
+    finite losses, and the export loads: heads as their float32 masters, and the trained trunk with its heads."""
     method = PRETRAIN if run == "all" else FROZEN
     extend = {**EXTEND, "heads": str(source_heads)} if run == "extend" else None
     fsdp_kw = {"param_dtype": torch.bfloat16, "reduce_dtype": torch.float32}
@@ -204,7 +204,7 @@ def test_fsdp_bf16_trains_and_exports(env, tmp_path, source_heads, model, run):
     rows = curves(out)
     assert len(rows) == 3 and all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)
     exported = _export(out / "model")
-    assert {v.dtype for v in exported["heads"].values()} == {torch.bfloat16}
+    assert {v.dtype for v in exported["heads"].values()} == {torch.float32}
     if run == "all":
         trunk = load_model({**SPECS[model], "dtype": "bfloat16"}, checkpoint=out / "model")
         assert load_heads(heads_dir(out / "model"), trunk.model).num_heads == 2

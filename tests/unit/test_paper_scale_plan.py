@@ -178,7 +178,7 @@ def test_world_size_and_micro_batch_come_from_the_config(runs):
     assert (p2.world, p2.nodes, p2.micro, p2.tokens, p2.accumulation) == (256, 32, 2, 2 * 4096, 1)
     assert p2.step_tokens == 512 * 4096 and p2.steps == 166893
     p4 = runs["p4", "main"]
-    assert (p4.world, p4.micro, p4.tokens, p4.accumulation) == (8, 4, 4 * 4096, 512 // (4 * 8))
+    assert (p4.world, p4.micro, p4.tokens, p4.accumulation) == (8, 1, 4096, 512 // (1 * 8))
 
 
 def test_p2_models_hold_the_trunk_and_k_heads_and_an_extension_trains_only_its_new_heads(runs, config):
@@ -252,7 +252,7 @@ def test_param_dtype_key_stores_parameters_gradients_and_adamw_in_float32(config
 def test_p4_reads_gradient_checkpointing(config, runs):
     h, q, kv, I, L = 2560, 4096, 1024, 9728, 36  # noqa: E741  (Qwen/Qwen3-4B)
     layer = 2 * 6 * h + 2 * (2 * q + 2 * kv) + 6 * (q + kv) + 8 * I
-    tokens = 4 * 4096
+    tokens = 1 * 4096  # one row of max_tokens per micro-batch (the paper config: micro_batch_size 1)
     # each layer's bf16 input, one layer recomputed, the recorded h_base and the final norm
     assert runs["p4", "main"].activations == tokens * (L * 2 * h + layer + 2 * h + 6 * h)
     cfg = copy.deepcopy(config)

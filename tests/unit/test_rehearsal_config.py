@@ -108,8 +108,9 @@ def _merged() -> dict:
 
 
 def _changed(old, new, path=()):
-    """Paths of the leaves (or whole lists) that differ between two configs."""
-    if isinstance(old, dict) and isinstance(new, dict):
+    """Paths of the leaves (or whole lists) that differ between two configs (a section one side lacks is empty)."""
+    if {type(old), type(new)} <= {dict, type(None)} and old != new:
+        old, new = old or {}, new or {}
         for k in sorted(set(old) | set(new), key=str):
             yield from _changed(old.get(k), new.get(k), (*path, k))
     elif old != new:

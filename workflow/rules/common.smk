@@ -71,6 +71,11 @@ def model_input(name):
     return [d] if d else hub_mirror.inputs(config, config["models"][name].get("path"))
 
 
+def hub_entries(kind):
+    """The `hub_mirror` stand-ins of one kind (models, heads, datasets, files), by hub id; none without a mirror."""
+    return (config.get("hub_mirror") or {}).get(kind) or {}
+
+
 def hub_task_inputs(task):
     """The hub stand-ins lm-eval task `task` reads (rule inputs; none without a mirror)."""
     return list(hub_task_datasets(config, task).values())

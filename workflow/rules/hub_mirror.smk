@@ -4,10 +4,6 @@
 # Local rules: they stand in for the hub, they are not part of the paper DAG (a few seconds of I/O each).
 
 
-def hub_entries(kind):
-    return (config.get("hub_mirror") or {}).get(kind) or {}
-
-
 rule hub_model:
     output:
         directory(hub_mirror_path("models", "{hub_id}")),
