@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mtp_core.heads import load_heads
-from mtp_core.masks.tree import MEDUSA_TOPK
+from mtp_core.masks.published import MEDUSA_TOPK
 
 from .p5_world import world
 from .test_p5_simulation import table_of

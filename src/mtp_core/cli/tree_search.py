@@ -35,7 +35,7 @@ from .decode import load_named_model, load_prompt_rows
 def search_settings(config: dict, args: argparse.Namespace) -> tuple[Any, dict]:
     """`FrontierSettings` and the frontier job's settings: the config's `papers.p5`, then the flags given (every
     flag is honoured; contradictions are refused with the flag's name)."""
-    from ..masks.tree import published_trees
+    from ..masks.published import published_trees
     from ..papers.p5 import plan
     from ..papers.p5.throughput import rows_needed
 

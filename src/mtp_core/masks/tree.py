@@ -20,25 +20,22 @@ For the worked example of the reference (`[[0], [0, 0], [1], [0, 1]]`) this give
 `ancestor_mask` and `chunk_attention_mask` are the generic pieces the verification forward uses for any chunk
 whose rows form a forest given by parent pointers (tree nodes, extra probing positions, padding rows).
 
-Published trees (`published_tree`, vendored in `published_trees.json`): Medusa's and Hydra's default
-`mc_sim_7b_63` (63 nodes) and Hydra's `single`. `TreeBuffers.levels` lists, per depth, the parents that have
+The published trees (Medusa's and Hydra's default `mc_sim_7b_63`, Hydra's `single`) are in `masks.published`.
+`TreeBuffers.levels` lists, per depth, the parents that have
 children and each child's parent and rank: what a drafter that conditions on the parent's path (Hydra's grounded
 heads) expands depth by depth; `hydra_extras` gives Hydra's `generate_hydra_buffers` extras from them (parity).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from pathlib import Path
 from typing import Any
 
 import torch
 
-MEDUSA_TOPK = 10  # Medusa's TOPK: ranks >= 10 are not representable in its tree_indices
-PUBLISHED_TREES_FILE = Path(__file__).with_name("published_trees.json")
+from .published import MEDUSA_TOPK
 
 
 def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
@@ -246,21 +243,6 @@ def chunk_attention_mask(
     return torch.zeros(mask.shape, dtype=float_dtype, device=mask.device).masked_fill(
         ~mask, torch.finfo(float_dtype).min
     )
-
-
-@lru_cache(maxsize=1)
-def published_trees() -> dict[str, tuple[tuple[int, ...], ...]]:
-    """The vendored published trees by name (`published_trees.json`)."""
-    trees = json.loads(PUBLISHED_TREES_FILE.read_text())["trees"]
-    return {name: tuple(tuple(p) for p in paths) for name, paths in trees.items()}
-
-
-def published_tree(name: str) -> list[tuple[int, ...]]:
-    """The choices of a published tree (`mc_sim_7b_63`, `single`); a KeyError names the known ones."""
-    trees = published_trees()
-    if name not in trees:
-        raise KeyError(f"no published tree {name!r} (known: {', '.join(sorted(trees))})")
-    return list(trees[name])
 
 
 def hydra_extras(buffers: TreeBuffers) -> dict[str, list]:

@@ -4,50 +4,38 @@
 states, HF exports), `curves` (the per-step CSV), `dist` (one process, DDP, FSDP2), `launch` (the submitit
 launcher, `python -m mtp_core.cli train`), and the step functions: `p1` (paper 1, student-forced
 self-distillation).
+
+The names below load their module on first use (PEP 562): the Snakefile reads `launch.settings` without torch.
 """
 
-from .checkpoint import export_hf, latest_checkpoint, load_checkpoint, save_checkpoint
-from .config import TrainConfig
-from .curves import CurveWriter, read_curves
-from .dist import DDPDist, FSDPDist, LocalDist, make_dist
-from .loop import (
-    SAVE,
-    BatchSource,
-    MicroBatchSpec,
-    ShuffledOrder,
-    StepContext,
-    StepFn,
-    StepOutput,
-    StopTraining,
-    TrainResult,
-    train,
-)
-from .optim import WarmupSchedule, build_optimizer, build_scheduler, param_groups
+from ..lazy import lazy_exports
 
-__all__ = [
-    "BatchSource",
-    "CurveWriter",
-    "DDPDist",
-    "FSDPDist",
-    "LocalDist",
-    "MicroBatchSpec",
-    "SAVE",
-    "ShuffledOrder",
-    "StepContext",
-    "StepFn",
-    "StepOutput",
-    "StopTraining",
-    "TrainConfig",
-    "TrainResult",
-    "WarmupSchedule",
-    "build_optimizer",
-    "build_scheduler",
-    "export_hf",
-    "latest_checkpoint",
-    "load_checkpoint",
-    "make_dist",
-    "param_groups",
-    "read_curves",
-    "save_checkpoint",
-    "train",
-]
+_WHERE = {
+    "BatchSource": "loop",
+    "CurveWriter": "curves",
+    "DDPDist": "dist",
+    "FSDPDist": "dist",
+    "LocalDist": "dist",
+    "MicroBatchSpec": "loop",
+    "SAVE": "loop",
+    "ShuffledOrder": "loop",
+    "StepContext": "loop",
+    "StepFn": "loop",
+    "StepOutput": "loop",
+    "StopTraining": "loop",
+    "TrainConfig": "config",
+    "TrainResult": "loop",
+    "WarmupSchedule": "optim",
+    "build_optimizer": "optim",
+    "build_scheduler": "optim",
+    "export_hf": "checkpoint",
+    "latest_checkpoint": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "make_dist": "dist",
+    "param_groups": "optim",
+    "read_curves": "curves",
+    "save_checkpoint": "checkpoint",
+    "train": "loop",
+}
+__all__ = sorted(_WHERE)
+__getattr__ = lazy_exports(__name__, _WHERE)

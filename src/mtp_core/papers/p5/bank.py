@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ...io import InputError
-from ...masks.tree import TreeBuffers, published_tree, published_trees, tree_buffers
+from ...masks.published import published_tree, published_trees
+from ...masks.tree import TreeBuffers, tree_buffers
 
 Paths = tuple[tuple[int, ...], ...]
 ROOT_ONLY = "root_only"  # the tree of no drafts: a plain greedy step (the frontier's `include_greedy`)

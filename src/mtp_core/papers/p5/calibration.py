@@ -33,7 +33,7 @@ import torch
 from ...heads import DraftHeads
 from ...heads.hydra import HydraHeads
 from ...io import InputError, atomic_path, atomic_write_json
-from ...masks.tree import MEDUSA_TOPK
+from ...masks.published import MEDUSA_TOPK
 from .capture import Trajectory
 
 MISS = -1

@@ -4,11 +4,12 @@ JSON schema (`p5.schema.yaml`) cannot express, read through `papers.p5.plan`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...config import ConfigError
 from ...decoding import decoder_class, decoders
 from ...io import InputError
-from ...masks.tree import published_trees
-from .frontier import search_stop
+from ...masks.published import published_trees
 from .plan import (
     FIGURES,
     HEADS_MODULE_KEYS,
@@ -31,8 +32,9 @@ from .plan import (
 )
 from .scheduler import POLICIES, feature_depth
 from .splits import PROMPT_FORMATS, SOURCES, SPLITS
-from .stages import FrontierSettings
-from .throughput import rows_needed
+
+if TYPE_CHECKING:
+    from .stages import FrontierSettings
 
 
 def _need(table: dict, name: str, key: str, kind: str) -> None:
@@ -52,6 +54,8 @@ def check(config: dict) -> None:
     `leaderboard.check`). The frontier's engine needs no check: it follows the decoding regime
     (`plan.search_engine`), so a bank is never chosen in another regime than its decoders'."""
     from ...train.launch.settings import check_training
+    from .frontier import search_stop  # the search's modules import torch: the workflow's parse does not
+    from .throughput import rows_needed
     from .train import HeadsTrainConfig
 
     s = section(config)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...masks.tree import MEDUSA_TOPK
+from ...masks.published import MEDUSA_TOPK
 from .bank import Paths, canonical, frontier_id, tree_depth
 from .calibration import MISS, PromptTable
 

@@ -14,7 +14,7 @@ import torch
 from ...decode_run import decode_prompt_set
 from ...heads import load_heads
 from ...io import atomic_write_json, atomic_write_jsonl, read_jsonl
-from ...masks.tree import MEDUSA_TOPK
+from ...masks.published import MEDUSA_TOPK
 from ...models import LoadedModel
 from ...results import samples_path
 from .bank import TopologyBank, resolve_tree

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...heads import DraftHeads
 from ...io import atomic_path, atomic_write_json
-from ...masks.tree import MEDUSA_TOPK
+from ...masks.published import MEDUSA_TOPK
 from ...models import LoadedModel
 from .bank import ROOT_ONLY, Paths, TopologyBank, canonical, resolve_tree
 from .calibration import PromptTable, build_table, write_table
