@@ -23,7 +23,7 @@ def _group(item: pytest.Item) -> str:
     shared tiny-scale `all` run together (its session fixture runs once), so do those of the shared dry runs
     (`dry_run`), the Slurm tests (one cluster) and every other module's tests (their module and session fixtures
     run once)."""
-    for shared in ("tiny_run", "dry_run"):
+    for shared in ("tiny_run", "dry_run", "rehearsal"):
         if shared in item.fixturenames:
             return shared
     if item.get_closest_marker("slurm"):
@@ -33,9 +33,10 @@ def _group(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The tiny-scale `all` first (its ~10 min on one worker while the other takes the rest), the Slurm tests last
-    (under `make test` the cluster starts in the background meanwhile); the order is kept otherwise."""
-    rank = {"tiny_run": 0, "slurm": 2}
+    """The tiny-scale `all` and the paper-scale rehearsal on Slurm first (each long, on one worker, while the other
+    takes the rest: the rehearsal's jobs wait on Slurm much of the time), the other Slurm tests last (under
+    `make test` the cluster starts in the background meanwhile); the order is kept otherwise."""
+    rank = {"tiny_run": 0, "rehearsal": 0, "slurm": 2}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group(item)))
     items.sort(key=lambda item: rank.get(_group(item), 1))

@@ -1,7 +1,7 @@
 """Fixtures of the real-Slurm integration tests (marker `slurm`).
 
 They need the single-node CI cluster of tests/slurm/start.sh (partition `debug`, account `ci`, accounting through
-slurmdbd, 2 fake GPUs). `make test` and `make test-slurm` run pytest through tests/slurm/with_cluster.sh, which
+slurmdbd, 4 fake GPUs). `make test` and `make test-slurm` run pytest through tests/slurm/with_cluster.sh, which
 starts it (installing Debian's packages when missing) and stops it afterwards. Where no such cluster answers, the
 tests skip with the reason; MTP_SLURM_REQUIRED=1 turns that skip into a failure.
 

@@ -8,12 +8,12 @@
 #                                 exit 3: Slurm cannot run here (not root, no apt-get, no package mirror):
 #                                         the reason is on stderr (and in $MTP_SLURM_REASON_FILE when set)
 #                                 exit 1: something failed while installing or starting (see the logs)
-# Environment: MTP_SLURM_STATE (state dir), MTP_SLURM_GPUS (fake GPUs, default 2), MTP_SLURM_INSTALL=0 (never
+# Environment: MTP_SLURM_STATE (state dir), MTP_SLURM_GPUS (fake GPUs, default 4), MTP_SLURM_INSTALL=0 (never
 # apt-get), MTP_SLURM_LOGDIR (daemon logs, default /var/log/slurm).
 set -euo pipefail
 
 STATE=${MTP_SLURM_STATE:-/run/slurm-ci}
-GPUS=${MTP_SLURM_GPUS:-2}
+GPUS=${MTP_SLURM_GPUS:-4}
 LOGDIR=${MTP_SLURM_LOGDIR:-/var/log/slurm}
 CLUSTER=ci
 ACCOUNT=ci
@@ -74,6 +74,9 @@ chown mysql:mysql /run/mysqld
 # ---- 3. slurm.conf (before any Slurm client call; sized from the hardware so the node never drains) --------
 read -r CPUS MEM < <(slurmd -C | head -1 | sed -E 's/.*CPUs=([0-9]+).*RealMemory=([0-9]+).*/\1 \2/')
 MEM=$(( MEM * 9 / 10 ))
+# The node offers MTP_SLURM_OVERSUBSCRIBE (default 2) CPUs per core (SlurmdParameters=config_overrides): the CI
+# jobs spend much of their life starting Python and waiting on Snakemake's status checks, not computing.
+CPUS=$(( CPUS * ${MTP_SLURM_OVERSUBSCRIBE:-2} ))
 GRES_NODE=""
 GRES_LINES=""
 rm -f /etc/slurm/gres.conf
@@ -116,6 +119,7 @@ SchedulerParameters=sched_interval=2,bf_interval=2
 AuthInfo=cred_expire=10
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+SlurmdParameters=config_overrides
 DefMemPerCPU=1024
 ReturnToService=2
 MpiDefault=none
