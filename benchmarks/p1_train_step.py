@@ -2,7 +2,7 @@
 
 Target (issue item 3): a P1 step (student forward + backward on the blocked batch with logits only at the
 supervised slots, plus the frozen teacher's student-forced forward) costs <= 1.6x a plain NTP fine-tuning
-step (full-sequence cross-entropy) on the same rows. Protocol (DESIGN.md "speed claims"): one process, the
+step (full-sequence cross-entropy) on the same rows. Protocol (docs/development.md "Benchmarks"): one process, the
 same weights and rows, a fixed thread count, warm-up, interleaved order rotated per repeat, medians.
 
 Steps timed (each = zero_grad, loss, backward, clip 1.0, AdamW step with lr 0 so the weights stay fixed):

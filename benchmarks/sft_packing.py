@@ -3,7 +3,7 @@ through the model, logits from the first supervised column on) against the libra
 (`mtp_core.train.sft.SFTBatches`: rows packed into sequences of at most `max_tokens`, logits only where the next
 token is supervised). Both give the same loss (checked on every micro-batch).
 
-Protocol (DESIGN.md "speed claims"): one process, the same weights and micro-batches (8 rows of the math train
+Protocol (docs/development.md "Benchmarks"): one process, the same weights and micro-batches (8 rows of the math train
 split, in the training's order), a fixed thread count, forward + backward only (what the layout changes), the two
 layouts interleaved with the order alternating per micro-batch, the first pair dropped as warm-up, medians.
 

@@ -1,4 +1,4 @@
-"""The leaderboard (DESIGN.md "The leaderboard"): every paper's method on one base model and the same prompt sets,
+"""The leaderboard (README "The leaderboard"): every paper's method on one base model and the same prompt sets,
 side by side in one bench protocol. The plan: config section `leaderboard` -> rows, decoding jobs, result files.
 
 * **Rows** (`entries`): greedy (the reference), the training-free baselines of `leaderboard.baselines` (prompt

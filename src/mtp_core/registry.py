@@ -42,7 +42,7 @@ class Method:
 
 @dataclass(frozen=True)
 class LeaderboardEntry:
-    """One row of the leaderboard (DESIGN.md "The leaderboard"): a decoder with its parameters on the
+    """One row of the leaderboard (README "The leaderboard"): a decoder with its parameters on the
     leaderboard model, or on a checkpoint trained from it (`checkpoint`: a directory some rule of the paper
     writes, `model`: the declared model it was trained from, whose tokenizer and template it keeps).
 

@@ -1,4 +1,4 @@
-# The leaderboard (mtp_core.leaderboard; DESIGN.md "The leaderboard"): greedy, the training-free baselines and every
+# The leaderboard (mtp_core.leaderboard; README "The leaderboard"): greedy, the training-free baselines and every
 # enabled paper's rows on one base model and the same prompt sets, side by side with the bench protocol; a table
 # and a speed-vs-quality figure. Rows, result files and settings come from `mtp_core.leaderboard`.
 #   snakemake -c2 results/tables/leaderboard.csv

@@ -1,4 +1,4 @@
-"""The leaderboard's table and figure (DESIGN.md "The leaderboard"; plan: `mtp_core.leaderboard`).
+"""The leaderboard's table and figure (README "The leaderboard"; plan: `mtp_core.leaderboard`).
 
 Table (`results/tables/leaderboard.{csv,md}`): one line per (prompt set, row), rows in the plan's order (greedy,
 the baselines, then each paper's). Columns: tok/s; speedup vs the job's greedy, measured (bench protocol) and
