@@ -163,3 +163,14 @@ def test_checks_name_the_key(tiny):
     _bad(tiny, lambda s: s["runs"]["loopd_4to8"].update(seeds=2), r"runs\.loopd_4to8\.seeds: an extension")
     _bad(tiny, lambda s: s["runs"].update({"mtp_k1-seed1": {}}), r"runs\.mtp_k1\.seeds: its replicate 'mtp_k1-seed1'")
     _bad(tiny, lambda s: s["figures"]["fig4"].update(baseline="t2_mtpd", kv_cache=[False]), r"fig4\.baseline")
+
+
+def test_figure5_declares_the_acceptance_its_car_panel_reads(tiny):
+    """Figure 5 reads each row's speed and, for its CAR panel, the row's acceptance at the row's depth on every
+    prompt set: both are its inputs (the rehearsal once built it before the acceptance of `loopd_4to8` existed)."""
+    inputs = experiments.experiment_inputs(tiny, "fig5")
+    assert set(experiments.speed_outputs(tiny, "fig5")) <= set(inputs)
+    for row in experiments.experiment_spec(tiny, "fig5")["rows"]:
+        depth = row.get("depth") or plan.num_heads(tiny, row["run"])
+        for ps in plan.prompt_sets(tiny):
+            assert plan.acceptance_path(row["run"], ps, plan.setting_label(depth)) in inputs, (row, ps)

@@ -37,6 +37,7 @@ RESULTS = "results"
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8")
 FIGURES = ("fig3", "fig4", "fig5", "fig6", "fig7", "fig9", "fig10", "fig11", "fig12", "fig13", "fig14")
 SPEED_EXPERIMENTS = ("fig4", "fig5", "table8")  # read a bench of their own rows
+ACCEPTANCE_SPEED = ("fig5",)  # ... and the acceptance of their runs (CAR per head)
 SEEDED = ("table1", "table7")  # also read the runs' seed replicates (the spread over seeds)
 CURVE_FIGURES = ("fig7", "fig10")  # read a run's training curves
 BENCH_KEYS = ("warmup", "repeats", "threads")
@@ -179,8 +180,9 @@ def experiment_replicates(config: dict, name: str) -> list[str]:
 def experiment_inputs(config: dict, name: str) -> list[str]:
     """Every file table or figure `name` reads."""
     runs = experiment_runs(config, name)
-    if name in SPEED_EXPERIMENTS:
-        return speed_outputs(config, name)
+    if name in SPEED_EXPERIMENTS:  # Figure 5's CAR panel reads its rows' acceptance beside their speed
+        extra = [p for r in runs for p in acceptance_outputs(config, r)] if name in ACCEPTANCE_SPEED else []
+        return speed_outputs(config, name) + extra
     if name in CURVE_FIGURES:
         return [run_record(r) for r in runs]
     if name == "fig6":
