@@ -54,8 +54,8 @@ FIGURES = (
 )
 # Every decoder the paper config names (results record it as `decoder.name`).
 DECODERS = {
-    "greedy", "hf-greedy", "static-k", "conf-adapt", "mtp-spec", "prompt-lookup", "lookahead", "stand",
-    "probing", "dmtd", "medusa", "hydra", "entmtp",
+    "greedy", "hf-greedy", "static-k", "conf-adapt", "mtp-spec", "greedy-uncached", "prompt-lookup", "lookahead",
+    "stand", "probing", "dmtd", "vanilla", "sample", "medusa", "hydra", "entmtp",
 }  # fmt: skip
 
 
@@ -69,18 +69,20 @@ def _steps(curves: Path) -> list[int]:
 
 
 def _interrupt_once_training(work: Path, stop: threading.Event, out: dict) -> None:
-    """Interrupt the KILLED training once it has written its first step (its checkpoint_every is 1)."""
+    """Interrupt the KILLED training once it has written its second step: its first step's callbacks have run
+    (checkpoint_every 1), so the signal is caught inside the loop; one that lands before them requeues from the
+    newest state, as a preemption before the first step does (tests/unit/test_launch.py)."""
     record, curves = work / KILLED, (work / KILLED).parent / "curves.csv"
     while not stop.is_set():
         job = Path(f"{record}.job.json")
-        if job.is_file() and curves.is_file() and len(_steps(curves)) >= 1:
+        if job.is_file() and curves.is_file() and len(_steps(curves)) >= 2:
             try:
                 out["job_id"] = interrupt_job(record)
                 out["at_step"] = _steps(curves)[-1]
             except Exception as e:  # the test then fails on the missing interruption, naming this
                 out["error"] = repr(e)
             return
-        time.sleep(0.5)
+        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +110,15 @@ def rehearsal(tmp_path_factory):
     if rc != 0:
         raise AssertionError(f"the rehearsal exited {rc}:\n{log.read_text()[-8000:]}")
     return work, interrupted
+
+
+def test_a_second_run_has_nothing_to_do(rehearsal):
+    """The same command again: nothing reruns (no input set, code or parameter differs on a second look)."""
+    work, _ = rehearsal
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "-n",
+           "all", "--configfile", str(REPO / "config/paper.yaml"), str(REPO / "config/rehearsal.yaml")]  # fmt: skip
+    out = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, check=True).stdout
+    assert "Nothing to be done" in out, out[-4000:]
 
 
 def test_every_table_and_figure_is_built_and_well_formed(rehearsal):

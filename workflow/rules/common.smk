@@ -172,7 +172,8 @@ def dataset_local_inputs(name):
         return []
     paths = [ds.get("path"), ds.get("test", {}).get("path")]
     paths = [q for p in paths for q in (p if isinstance(p, list) else [p]) if q]
-    return [p for p in paths if Path(p).exists()] + hub_mirror.inputs(config, paths)
+    # a stand-in is both an existing path (once written) and a mirror output: once, so that a rerun is a no-op
+    return list(dict.fromkeys([p for p in paths if Path(p).exists()] + hub_mirror.inputs(config, paths)))
 
 
 def pretrain_rows_input(name):
