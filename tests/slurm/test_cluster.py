@@ -58,6 +58,7 @@ def test_gpu_job_gets_cuda_visible_devices(tmp_path):
     assert out.read_text().strip() == "CVD=0,1"
     (row,) = sacct_jobs([proc.stdout.strip()])
     assert "gres/gpu=2" in row["AllocTRES"], row
-    # more GPUs than the node has: refused at submission, not queued forever
-    too_many = run("sbatch", "-p", PARTITION, "--gpus=3", "--wrap", "true", check=False)
+    # more GPUs than the node has (start.sh: MTP_SLURM_GPUS, 4 by default): refused at submission, not queued forever
+    gpus = int(run("sinfo", "-h", "-o", "%G").stdout.strip().split(":")[-1].split("(")[0])
+    too_many = run("sbatch", "-p", PARTITION, f"--gpus={gpus + 1}", "--wrap", "true", check=False)
     assert too_many.returncode != 0 and "node configuration is not available" in too_many.stderr
