@@ -30,7 +30,7 @@ from mtp_core.train.launch import interrupt_job
 
 from ..conftest import REPO
 
-pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster"), pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster"), pytest.mark.timeout(5400)]
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 KILLED = "results/models/p1/main/train.json"  # the training interrupted on purpose
@@ -101,7 +101,7 @@ def rehearsal(tmp_path_factory):
         proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=fh, stderr=subprocess.STDOUT)
         watcher.start()
         try:
-            rc = proc.wait(timeout=3300)
+            rc = proc.wait(timeout=5100)
         finally:
             stop.set()
             if proc.poll() is None:
