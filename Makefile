@@ -1,8 +1,8 @@
 # Two commands: `make run` (embedded-scale `all`) and `make test` (the whole test suite).
 # Both create or update .venv first; `make venv` only builds the environment.
 # `make test` runs pytest inside tests/slurm/with_cluster.sh: as root on Debian it installs (when missing) and
-# starts a single-node Slurm in the background for the `slurm` tests (the paper-scale rehearsal first, the
-# others last), and stops it afterwards;
+# starts a single-node Slurm in the background for the `slurm` tests, which run last (the paper-scale rehearsal
+# among them), and stops it afterwards;
 # elsewhere those tests skip with the reason (MTP_SLURM=off skips them on purpose). `make test-slurm` runs only
 # the Slurm tests (cluster started first). `make test` spreads the suite over PYTEST_WORKERS pytest-xdist workers:
 # the shared tiny-scale `all` runs on one while the other takes the rest (tests/conftest.py groups the tests).

@@ -33,10 +33,10 @@ def _group(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The tiny-scale `all` and the paper-scale rehearsal on Slurm first (each long, on one worker, while the other
-    takes the rest: the rehearsal's jobs wait on Slurm much of the time), the other Slurm tests last (under
-    `make test` the cluster starts in the background meanwhile); the order is kept otherwise."""
-    rank = {"tiny_run": 0, "rehearsal": 0, "slurm": 2}
+    """The tiny-scale `all` first (on one worker while the other takes the rest), the Slurm tests last, the
+    paper-scale rehearsal among them on a worker of its own (run beside the tiny `all`, the two slowed each other
+    past 45 min on 2 cores); under `make test` the cluster starts in the background meanwhile."""
+    rank = {"tiny_run": 0, "rehearsal": 2, "slurm": 2}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group(item)))
     items.sort(key=lambda item: rank.get(_group(item), 1))

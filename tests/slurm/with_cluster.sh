@@ -4,7 +4,7 @@
 #   tests/slurm/with_cluster.sh --background .venv/bin/pytest          (make test)
 #   tests/slurm/with_cluster.sh .venv/bin/pytest -m slurm tests/slurm  (make test-slurm)
 # --background: install (when missing) and start the cluster while the command already runs; the Slurm tests
-#   (tests/conftest.py orders them: the rehearsal first, the others last) wait for it. This hides the ~20-40 s of apt-get and start
+#   (which tests/conftest.py runs last) wait for it. This hides the ~20-40 s of apt-get and start
 #   behind the unit tests. Without it, the cluster is up before the command starts.
 # Where Slurm cannot run (not root, no apt-get, no mirror, ...) the command still runs and the Slurm tests skip
 # with the reason. A cluster that already answers is used as it is; one that another with_cluster.sh started is
