@@ -68,6 +68,10 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def _default(node: dict) -> str:
+    return _cell(f"`{json.dumps(node['default'])}`") if "default" in node else ""
+
+
 def _rows(schemas: _Schemas, node: dict, here: str, path: str, depth: int = 0) -> list[str]:
     node, here = schemas.resolve(node, here)
     rows = []
@@ -75,9 +79,8 @@ def _rows(schemas: _Schemas, node: dict, here: str, path: str, depth: int = 0) -
     extra = node.get("additionalProperties")
     for key, child in props.items():
         child_r, child_here = schemas.resolve(child, here)
-        default = f"`{json.dumps(child_r['default'])}`" if "default" in child_r else ""
         full = f"{path}.{key}" if path else key
-        rows.append(f"| `{full}` | {_type(child_r)} | {_cell(default)} | {_cell(child_r.get('description', ''))} |")
+        rows.append(f"| `{full}` | {_type(child_r)} | {_default(child_r)} | {_cell(child_r.get('description', ''))} |")
         if depth < 4:
             rows += _rows(schemas, child_r, child_here, full, depth + 1)
     if isinstance(extra, dict) and depth < 4:
@@ -104,8 +107,9 @@ def render(schema_path: Path = SCHEMA_PATH) -> str:
         elif resolved.get("properties") or isinstance(resolved.get("additionalProperties"), dict):
             sections.append((key, resolved, here))
         else:
-            default = f"`{json.dumps(resolved['default'])}`" if "default" in resolved else ""
-            top.append(f"| `{key}` | {_type(resolved)} | {default} | {_cell(resolved.get('description', ''))} |")
+            top.append(
+                f"| `{key}` | {_type(resolved)} | {_default(resolved)} | {_cell(resolved.get('description', ''))} |"
+            )
     out = [HEADER, f"## Top level\n\n{head}\n" + "\n".join(top) + "\n"]
     for path, node, here in sections:
         rows = _rows(schemas, node, here, path)
