@@ -12,7 +12,7 @@ import sys
 
 import yte
 
-from ..conftest import REPO, job_counts
+from ..conftest import REPO
 
 PROFILE = REPO / "slurm/config.v8+.yaml"
 SITE_VARS = (
@@ -127,12 +127,3 @@ def test_profile_with_embedded_config(tmp_path):
     train = re.search(r"mtp_core\.cli train .*--launcher '(\{.*?\})'", out)
     assert train and json.loads(train.group(1))["cluster"] == "slurm", out[-3000:]
     assert "submitit_jobs=1" in resources_of(out, "p1_train")[0]
-
-
-def test_slurm_stage_targets_plan_without_cluster(tmp_path):
-    # the real-Slurm stage only runs where CI has a cluster: its config override and targets must plan everywhere
-    from .test_snakemake_slurm import DEFAULT_OVERRIDE, DEFAULT_TARGETS, LAUNCHER_OVERRIDE
-
-    config = ["--configfile", str(REPO / "config/tiny.yaml"), "--config", LAUNCHER_OVERRIDE, *DEFAULT_OVERRIDE]
-    counts = job_counts(dry_run(tmp_path, site_env(), *config, targets=tuple(DEFAULT_TARGETS)))
-    assert counts["p1_train"] == 1 and counts["total"] == 6, counts

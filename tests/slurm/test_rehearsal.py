@@ -3,9 +3,11 @@
     snakemake --profile slurm --profile tests/slurm/ci all --configfile config/paper.yaml config/rehearsal.yaml
 
 on the CI cluster (tests/slurm/ci only adds the cluster's partition, account and CI-sized resources). The paper
-DAG at rehearsal sizes (README "Paper scale"): every training a Slurm job of 2 processes under its configured
-FSDP2, every table and figure of the paper config built and well formed, and one training (paper 1's main run)
-interrupted on purpose as a preemption does it (SIGTERM, then USR2), requeued and resumed.
+DAG at rehearsal sizes (README "Paper scale"): every non-local rule a Slurm job of its own (a GPU for the GPU
+rules), every training a Slurm job of 2 processes under its configured FSDP2 submitted by its launcher, every
+table and figure of the paper config built and well formed, and one training (paper 1's main run) interrupted
+on purpose as a preemption does it (SIGTERM, then USR2), requeued and resumed. Checkpoint/requeue of the launcher
+alone and re-attaching after Snakemake is killed: tests/slurm/test_launcher.py.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -29,6 +32,7 @@ from mtp_core.run_plan import launcher_settings
 from mtp_core.train.launch import interrupt_job
 
 from ..conftest import REPO
+from .conftest import sacct_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster"), pytest.mark.timeout(5400)]
 
@@ -57,6 +61,9 @@ DECODERS = {
     "greedy", "hf-greedy", "static-k", "conf-adapt", "mtp-spec", "greedy-uncached", "prompt-lookup", "lookahead",
     "stand", "probing", "dmtd", "vanilla", "sample", "medusa", "hydra", "entmtp",
 }  # fmt: skip
+# The rules the CI overlay gives a GPU (the Slurm profile's `gpu: 1` rules, CI-sized).
+GPU_RULES = {r for r, res in yaml.safe_load((REPO / "tests/slurm/ci/config.yaml").read_text())["set-resources"].items()
+             if res.get("gpu")}  # fmt: skip
 
 
 def _yaml(name: str) -> dict:
@@ -92,6 +99,7 @@ def rehearsal(tmp_path_factory):
         sys.executable, "-m", "snakemake", "--profile", "slurm", "--profile", "tests/slurm/ci",
         "--snakefile", str(REPO / "Snakefile"), "--directory", str(work), "all",
         "--configfile", str(REPO / "config/paper.yaml"), str(REPO / "config/rehearsal.yaml"),
+        "--verbose",  # the sbatch calls and each job's environment in the logs
     ]  # fmt: skip
     log = work / "snakemake.log"
     stop, interrupted = threading.Event(), {}
@@ -196,3 +204,57 @@ def test_every_decoder_of_the_paper_config_ran_with_the_papers_sampling(rehearsa
         params = r["decoder"]["params"]
         assert params["acceptance"] == p5["acceptance"] == "typical", params
         assert params["temperature"] == p5["temperature"] == 0.7, params
+
+
+def _rule(row: dict) -> str:
+    m = re.match(r"rule_(\w+?)_wildcards_|rule_(\w+)$", row["Comment"])
+    assert m, f"job {row['JobIDRaw']} has no rule comment: {row}"
+    return m.group(1) or m.group(2)
+
+
+def test_every_rule_job_ran_once_on_slurm_and_the_gpu_rules_got_a_gpu(rehearsal):
+    """Each non-local rule is one Slurm job of the run (the plugin names them by the run's id and comments them
+    `rule_<rule>_wildcards_<wc>`), none ran twice, all completed; exactly the GPU rules asked for and got a GPU
+    (sbatch flags, AllocTRES, CUDA_VISIBLE_DEVICES in the job environment)."""
+    work, _ = rehearsal
+    text = (work / "snakemake.log").read_text()
+    run_names = set(re.findall(r"sbatch call: sbatch --parsable --job-name (\S+)", text))
+    assert len(run_names) == 1, run_names
+    job_ids = re.findall(r"has been submitted with SLURM jobid (\d+)", text)
+    rows = sacct_jobs(job_ids)
+    assert sorted(r["JobIDRaw"] for r in rows) == sorted(job_ids), rows
+    assert all(r["JobName"] == next(iter(run_names)) for r in rows), rows
+    assert all(r["State"] == "COMPLETED" and r["ExitCode"] == "0:0" for r in rows), rows
+    comments = [r["Comment"] for r in rows]
+    assert len(comments) == len(set(comments)), comments
+    rules = {_rule(r) for r in rows}
+    assert {"prepare_model", "prepare_prompts", "prepare_math", "decode_prompts", "evaluate", "p5_decode"} <= rules
+    assert not rules & {"p1_train", "p2_train", "p4_train", "hub_model"}, rules  # local rules
+    assert GPU_RULES & rules, (GPU_RULES, rules)
+    for r in rows:
+        assert ("gres/gpu=1" in r["AllocTRES"]) == (_rule(r) in GPU_RULES), r
+    gpu_calls = [line for line in text.splitlines() if "sbatch call:" in line and "--gpus=1" in line]
+    assert gpu_calls and all("--cpus-per-gpu=1" in c for c in gpu_calls), gpu_calls[:1]
+    gpus = int(re.search(r"gpu:(\d+)", subprocess.run(["sinfo", "-h", "-o", "%G"], capture_output=True,
+                                                      text=True, check=True).stdout).group(1))  # fmt: skip
+    for rule in GPU_RULES & rules:
+        logs = list((work / ".snakemake/slurm_logs").glob(f"rule_{rule}/**/*.log"))
+        assert logs, rule
+        for path in logs:
+            seen = re.search(r"'CUDA_VISIBLE_DEVICES': '(\d+)'", path.read_text())
+            assert seen and int(seen.group(1)) < gpus, path
+
+
+def test_every_training_was_its_launchers_slurm_job(rehearsal):
+    """The training rules are local: each one's launcher submitted the training as a Slurm job named
+    train-<paper>-<run>, which completed, and its record holds the job's cost from sacct."""
+    work, _ = rehearsal
+    for path in sorted(work.glob("results/models/p*/*/train.json")):
+        rec = json.loads(path.read_text())
+        p, run = path.parent.parent.name, path.parent.name
+        assert rec["cluster"] == "slurm" and rec["steps"] == rec["result"]["steps"] > 0, (path, rec)
+        assert any((path.parent / "model").iterdir()), path
+        rows = sacct_jobs([rec["job_id"]])
+        assert len(rows) == 1 and rows[0]["JobName"] == f"train-{p}-{run}", rows
+        assert rows[0]["State"] == "COMPLETED" and rec["cost"]["state"] == "COMPLETED", (rows, rec["cost"])
+        assert rec["cost"]["elapsed_s"] > 0, rec["cost"]

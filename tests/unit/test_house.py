@@ -108,7 +108,7 @@ def test_the_core_imports_no_paper():
 
 def test_tables_and_figures_load_without_torch():
     """Loading the papers' packages (p5's plan needs its head stages, which need torch) and the modules that write
-    the core's, papers 1, 3 and 4's and the leaderboard's tables and figures imports no torch (decoders are
+    the core's, papers 1-4's and the leaderboard's tables and figures imports no torch (decoders are
     registered on the first question, `decoding.decoders()`): those Snakemake jobs start in ~1 s, not ~5."""
     modules = [
         "mtp_core.papers.p1",
@@ -119,6 +119,8 @@ def test_tables_and_figures_load_without_torch():
         "mtp_core.report",
         "mtp_core.report.leaderboard",
         "mtp_core.papers.p1.report",
+        "mtp_core.papers.p2.report",
+        "mtp_core.papers.p2.figures",
         "mtp_core.papers.p3.report",
         "mtp_core.papers.p4.report",
     ]

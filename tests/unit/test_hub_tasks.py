@@ -1,6 +1,6 @@
 """lm-eval's tasks of the paper config on the hub stand-ins, offline, under `hub_datasets_from`: every built-in
-task builds through lm-eval's TaskManager (over the stock YAMLs' folders) and our local tasks through
-`task_manager_for`; each yields the stand-in's docs, renders its prompt from them, and its metric scores a canned
+task builds through the task manager of `task_manager_for` (the stock folder that declares it, indexed as lm-eval
+indexes it) as do our local tasks; each yields the stand-in's docs, renders its prompt from them, and its metric scores a canned
 right answer 1 and a canned wrong answer 0 (a model that answers right on even documents and wrong on odd ones).
 And the redirect itself: mapped hub ids read their folder, everything else passes through, the original
 `datasets.load_dataset` comes back on exit and on error."""
@@ -18,6 +18,7 @@ import pytest
 from lm_eval import simple_evaluate
 from lm_eval.api.model import LM
 from lm_eval.tasks import TaskManager
+from lm_eval.tasks._index import Kind
 
 from mtp_core.evaluate.hub_data import hub_datasets_from
 from mtp_core.evaluate.tasks import task_manager_for
@@ -43,7 +44,8 @@ LOCAL = {
     "winogrande_dmtd": ("allenai/winogrande", "exact_match,last-answer", "sentence"),
     "coqa": ("EleutherAI/coqa", "f1,none", "story"),  # lm-eval's own cannot import under transformers 5
 }
-STOCK_DIRS = ["gsm8k", "aime", "gpqa/cot_n_shot", "cnn_dailymail", "bbh/cot_fewshot", "ifeval"]
+STOCK_DIRS = {"gsm8k_cot": "gsm8k", "aime25": "aime", "gpqa_main_cot_n_shot": "gpqa/cot_n_shot",
+              "cnn_dailymail_abisee": "cnn_dailymail", "bbh_cot_fewshot": "bbh/cot_fewshot", "ifeval": "ifeval"}  # fmt: skip
 FLIP = {"True": "False", "False": "True", "Yes": "No", "No": "Yes", "yes": "no", "no": "yes"}
 FLIP |= {"valid": "invalid", "invalid": "valid"}
 
@@ -142,8 +144,7 @@ def evaluated(folders, tmp_path_factory) -> tuple[dict, dict, dict]:
     """The results and samples of every task, and the model's prompts per (task, doc id)."""
     lm = Canned()
     results, samples = {}, {}
-    stock = TaskManager(include_path=[str(STOCK / d) for d in STOCK_DIRS], include_defaults=False)
-    runs = [([t for t in BUILTIN if t != "ifeval" or IFEVAL_READY], stock)]
+    runs = [([t], task_manager_for(t)) for t in BUILTIN if t != "ifeval" or IFEVAL_READY]
     runs += [([t], task_manager_for(t, None, tmp_path_factory.mktemp(t))) for t in LOCAL]
     with hub_datasets_from(folders):
         for tasks, manager in runs:
@@ -183,6 +184,24 @@ def test_task_builds_renders_and_scores_on_the_standin(evaluated, task):
         doc = samples[task][0]["doc"]
         prompt = prompts[(task, samples[task][0]["doc_id"])]
         assert all(f"({letter}) {doc[f'choice{i}']}" in prompt for i, letter in enumerate("ABCD", 1))
+
+
+def test_a_builtins_manager_indexes_its_folder_as_lm_eval_does():
+    """`task_manager_for(<built-in>)` indexes only the stock folder that declares the task (lm-eval's whole index
+    parses ~14,000 YAMLs, ~14 s an evaluation), and each task and group it knows is lm-eval's own entry of that
+    name (same file, same parsed config); a group's tasks are all in it."""
+    full = TaskManager().task_index
+    for task, folder in STOCK_DIRS.items():
+        index = task_manager_for(task).task_index
+        assert task in index and len(index) < len(full) / 20, task
+        assert index[task].yaml_path.parent == STOCK / folder, task
+        assert all(e.yaml_path.is_relative_to(STOCK / folder) for e in index.values() if e.yaml_path), task
+        for name, entry in index.items():
+            if entry.kind is not Kind.TAG:  # a tag gathers tasks from every folder
+                assert entry == full[name], name
+        if index[task].kind is Kind.GROUP:
+            members = [m if isinstance(m, str) else m["task"] for m in index[task].cfg["task"]]
+            assert members and all(m in index for m in members), task
 
 
 def test_coqa_asks_the_last_question_and_scores_em_and_f1(evaluated):

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p2.acceptance import HeadCounters, bootstrap_diff
+from mtp_core.papers.p2.counters import HeadCounters, bootstrap_diff
 from mtp_core.papers.p2.report import make_table
 
 from .p2_results import counters as c

@@ -31,7 +31,8 @@ from ...decoding.stopping import StopTracker
 from ...io import atomic_write_json, atomic_write_text, read_jsonl
 from ...models import LoadedModel
 from ...results import decode_stats, make_result, sample_record, samples_path, write_result
-from .acceptance import HeadCounters, pooled, simulate_steps, teacher_forced_match
+from .acceptance import simulate_steps, teacher_forced_match
+from .counters import HeadCounters, pooled
 from .losses import P2LossConfig, p2_loss, scored
 
 log = logging.getLogger(__name__)

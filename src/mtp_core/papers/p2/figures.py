@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from ...report.figures import save_figure, style
 from ...train.curves import read_curves
-from .acceptance import pooled
+from .counters import pooled
 from .report import load_json, pooled_sets, run_counters, speed_frame
 
 LOOP_METRICS = {"fig3": ("car", "ar"), "fig11": ("car",), "fig12": ("ar",), "fig13": ("car",), "fig14": ("car",)}

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ...io import atomic_write_text, read_jsonl
 from ...results import samples_path
-from .acceptance import HeadCounters, bootstrap_diff, pooled
+from .counters import HeadCounters, bootstrap_diff, pooled
 
 MISSING = "-"
 

@@ -31,7 +31,7 @@ from ...heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from ...io import atomic_write_json, read_jsonl
 from ...models import LoadedModel
 from ...results import samples_path
-from .acceptance import HeadCounters, pooled
+from .counters import HeadCounters, pooled
 from .experiments import GREEDY_UNCACHED, REFERENCE
 
 
