@@ -1,4 +1,5 @@
-# Two commands: `make run` (embedded-scale `all`) and `make test` (the whole test suite).
+# Two commands: `make run` (embedded-scale `all`, its report and results page) and `make test` (the whole test
+# suite); `make report` writes the report and the dated results page of the run in results/.
 # Both create or update .venv first; `make venv` only builds the environment.
 # `make test` runs pytest inside tests/slurm/with_cluster.sh: as root on Debian it installs (when missing) and
 # starts a single-node Slurm in the background for the `slurm` tests, which run last (the paper-scale rehearsal
@@ -33,7 +34,14 @@ venv: $(STAMP)
 
 run: venv
 	$(OFFLINE) $(BIN)/snakemake --cores $(CORES) all
+	$(MAKE) report RUN_COMMAND="make run"
+
+# Snakemake's HTML report of the run in results/, and its dated results page in docs/results/ (provenance, job
+# costs, every table: mtp_core.report.results_page)
+RUN_COMMAND ?= snakemake --cores $(CORES) all
+report: venv
 	$(OFFLINE) $(BIN)/snakemake --cores 1 --report results/report.html all
+	$(BIN)/python -m mtp_core.report.results_page --results results --command '$(RUN_COMMAND)'
 
 test: venv
 	$(OFFLINE) $(SLURM_STAGE) --background $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder

@@ -1,17 +1,12 @@
-"""benchmarks/job_times.py: per-paper sums of Snakemake benchmark files (the embedded budget in the README)."""
+"""mtp_core.report.job_times: per-paper sums of Snakemake benchmark files (the embedded budget, results pages)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from ..conftest import REPO
-
-spec = importlib.util.spec_from_file_location("job_times", REPO / "benchmarks/job_times.py")
-job_times = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(job_times)
+from mtp_core.report import job_times
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 

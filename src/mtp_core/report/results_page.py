@@ -1,0 +1,147 @@
+"""A dated results page of one run: where it ran (date, commit, machine, command, scale), what its jobs cost
+(`job_times`), every table it built (each table's markdown, verbatim) and the figures beside them. The numbers
+the docs quote come from such pages, written from `results/`, never copied by hand.
+
+    python -m mtp_core.report.results_page --command "make run"      # writes docs/results/<date>-<scale>.md
+    python -m mtp_core.report.results_page --results /tmp/run/results --command "snakemake -c2 all" --out page.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from ..io import atomic_write_text
+from .job_times import job_times, summary
+
+PAGES = Path("docs/results")  # where `make run` keeps them, one per run
+
+
+def _natural(path: Path) -> list:
+    """table2 before table10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def run_scale(results: Path) -> str:
+    """The scale the run's result files record (`scale`); several are joined with '+', none gives 'unknown'."""
+    scales = set()
+    for path in results.glob("decode/**/*.json"):
+        record = json.loads(path.read_text())
+        if isinstance(record, dict) and record.get("scale"):
+            scales.add(str(record["scale"]))
+    return "+".join(sorted(scales)) or "unknown"
+
+
+def git_commit(repo: Path) -> str:
+    """The checkout's short commit, marked when tracked files differ from it; 'unknown' outside git."""
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"{head} (with uncommitted changes)" if dirty else head
+
+
+def machine() -> str:
+    """CPU model and logical CPUs, memory, GPUs (nvidia-smi), Python and torch versions."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
+        cpu = names[0].strip() if names else cpu
+    try:
+        ram = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB"
+    except (ValueError, OSError, AttributeError):
+        ram = "memory unknown"
+    gpus = "no GPU"
+    if shutil.which("nvidia-smi"):
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip().splitlines()
+        gpus = "; ".join(listed) or gpus
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch = "none"
+    return f"{cpu}, {os.cpu_count()} logical CPUs, {ram}, {gpus}; Python {platform.python_version()}, torch {torch}"
+
+
+def _cost(results: Path) -> list[str]:
+    if not (results / "benchmarks").is_dir():
+        return ["No benchmark files: the run's jobs were not timed."]
+    table = summary(job_times(results), "group")
+    return [
+        "Wall and CPU minutes of every job with a `benchmark:` file, summed per group "
+        "(`benchmarks/job_times.py --results <results>`; tables and figures have none):",
+        "",
+        table.to_markdown(),
+    ]
+
+
+def results_page(results: Path, command: str, *, date: str, commit: str, where: str) -> str:
+    """The page's markdown (module docstring)."""
+    scale = run_scale(results)
+    lines = [
+        f"# Results of a {scale}-scale run, {date}",
+        "",
+        "Written from the run's `results/` by `python -m mtp_core.report.results_page`; every number below is one",
+        "of its files.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| command | `{command}` |",
+        f"| commit | {commit} |",
+        f"| machine | {where} |",
+        f"| scale | {scale} |",
+        f"| results | `{results}` |",
+        "",
+        "## What the jobs cost",
+        "",
+        *_cost(results),
+        "",
+        "## Tables",
+    ]
+    tables = sorted((results / "tables").glob("**/*.md"), key=_natural)
+    if not tables:
+        lines += ["", "The run built no table."]
+    group = None
+    for path in tables:
+        rel = path.relative_to(results / "tables")
+        if rel.parts[0] != group:
+            group = rel.parts[0]
+            lines += ["", f"### {group}"]
+        lines += ["", f"#### {rel.with_suffix('')}", "", path.read_text().strip()]
+    figures = sorted((results / "figures").glob("**/*.png"), key=_natural)
+    lines += ["", "## Figures", ""]
+    lines += [f"- `{p.relative_to(results.parent) if p.is_relative_to(results.parent) else p}`" for p in figures]
+    lines += [] if figures else ["The run drew no figure."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> Path:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+    ap.add_argument("--command", required=True, help="the command that produced the run, as typed")
+    ap.add_argument("--out", type=Path, default=PAGES, help="a .md file, or a folder for <date>-<scale>.md")
+    args = ap.parse_args(argv)
+    if not args.results.is_dir():
+        ap.error(f"--results {args.results}: no such directory")
+    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    page = results_page(args.results, args.command, date=date, commit=git_commit(Path.cwd()), where=machine())
+    out = args.out if args.out.suffix == ".md" else args.out / f"{date}-{run_scale(args.results)}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, page)
+    print(out)
+    return out
+
+
+if __name__ == "__main__":
+    main()
