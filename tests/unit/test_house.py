@@ -4,6 +4,7 @@ the paper registry that lets the core use papers it never imports."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,18 @@ def test_tables_and_figures_load_without_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "False"
+
+
+def test_nothing_refers_to_files_outside_the_repository():
+    """A user's clone has no design notes or paper texts beside it: no tracked file names them (the patterns are
+    built here so that this file does not match them)."""
+    outside = re.compile("|".join([r"\.\./" + "shared", "DESIGN" + r"\.md", r"\bpapers/0[1-5]_\w+\." + "txt"]))
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True, check=True)
+    hits = []
+    for name in tracked.stdout.splitlines():
+        path = REPO / name
+        if path.suffix in {".py", ".md", ".smk", ".yaml", ".yml", ".toml", ".txt", ".sh", ".cfg", ".json"} or name in {
+            "Snakefile", "Makefile"}:  # fmt: skip
+            text = path.read_text(errors="replace") if path.is_file() else ""
+            hits += [f"{name}: {m.group(0)}" for m in outside.finditer(text)]
+    assert not hits, hits

@@ -1,4 +1,4 @@
-# Paper 1: MTP via self-distillation (papers/01_mtp_self_distillation.txt). Training runs (main recipe and the
+# Paper 1: MTP via self-distillation. Training runs (main recipe and the
 # ablations of Tables 3-5), the decoding sweep (Static k, ConfAdapt tau) of every final student and of the
 # training-dynamics exports, the step-0 baseline, the confidence analysis of Figure 6, Tables 1-5 and
 # Figures 5-11. Every name comes from `mtp_core.papers.p1.plan` through the helpers in

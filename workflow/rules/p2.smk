@@ -1,4 +1,4 @@
-# Paper 2: MTP-D, cascaded MTP heads with Top-N KL self-distillation (papers/02_mtp_d_self_distillation_heads.txt).
+# Paper 2: MTP-D, cascaded MTP heads with Top-N KL self-distillation.
 # The frozen trunk's feature cache, head trainings (the MTP / MTP-D runs, ablations and looped extensions), greedy
 # references per trunk, AR / CAR per run from the teacher-forced simulation, the speed experiments (bench protocol)
 # and Tables 1-8, Figures 3-7, 9-14. Every name comes from `mtp_core.papers.p2.plan` through p2_helpers.smk.

@@ -1,4 +1,4 @@
-# Paper 3: training-free multi-token prediction by embedding-space probing (papers/03_training_free_probing_mtp.txt).
+# Paper 3: training-free multi-token prediction by embedding-space probing.
 # Decoding jobs (one per model and method: greedy and the method at every block complexity a table or figure
 # needs, side by side with the bench protocol), the hidden-state alignment analysis of Figure 2, Tables 1-2, the
 # pruning ablation and Figures 2, 4 and 5. Every name comes from `mtp_core.papers.p3.plan` through the helpers

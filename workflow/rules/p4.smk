@@ -1,4 +1,4 @@
-# Paper 4: Direct Multi-Token Decoding (papers/04_direct_multi_token_decoding.txt). Trainings with cyclical masking
+# Paper 4: Direct Multi-Token Decoding. Trainings with cyclical masking
 # (the main E0D8 MTD3 and the runs of Tables 1, 2, 4), one evaluation job per label and τ (teacher-forced scores per
 # cycle offset on the held-out split and every lm-eval task), the speed job (Table 3, Fig. 4),
 # the leaderboard's τ choice, Tables 1-5 and Figures 4-5. Every name comes from `mtp_core.papers.p4.plan` through

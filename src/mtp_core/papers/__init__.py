@@ -2,6 +2,6 @@
 `__init__` and names it as an entry point of the group `mtp_core.papers` (pyproject.toml); a paper imports the
 core and never another paper (the import-linter contracts in pyproject.toml keep it so).
 
-* `p1`: MTP via self-distillation (mask-token students, Static k / ConfAdapt), papers/01_mtp_self_distillation.txt
-* `p3`: training-free probing (mask embeddings in a frozen model, dynamic draft trees), papers/03_*.txt
+* `p1`: MTP via self-distillation (mask-token students, Static k / ConfAdapt)
+* `p3`: training-free probing (mask embeddings in a frozen model, dynamic draft trees)
 """

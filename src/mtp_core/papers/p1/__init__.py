@@ -1,4 +1,4 @@
-"""Paper 1, "Multi-Token Prediction via Self-Distillation" (papers/01_mtp_self_distillation.txt): a next-token
+"""Paper 1, "Multi-Token Prediction via Self-Distillation": a next-token
 model becomes a multi-token one with a `<MTP>` mask token and the student-forced online loss, decoded with
 Static k and ConfAdapt(τ).
 

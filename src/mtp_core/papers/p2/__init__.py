@@ -1,4 +1,4 @@
-"""Paper 2, "Self-Distillation for Multi-Token Prediction" (MTP-D; papers/02_mtp_d_self_distillation_heads.txt):
+"""Paper 2, "Self-Distillation for Multi-Token Prediction" (MTP-D):
 DeepSeek-style cascaded MTP heads (`mtp_core.heads.deepseek`) trained with CE plus a gradient-detached Top-N KL
 from the main head, extended by looping, and decoded by main-head-constrained speculative decoding (Algorithm 1)
 with AR / CAR per head.

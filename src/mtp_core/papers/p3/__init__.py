@@ -1,4 +1,4 @@
-"""Paper 3, training-free multi-token prediction by embedding-space probing (papers/03_training_free_probing_mtp.txt):
+"""Paper 3, training-free multi-token prediction by embedding-space probing:
 mask embeddings injected into a frozen model draft future tokens, organised in a dynamic draft tree within a block
 complexity and verified losslessly; baselines are prompt lookup, lookahead and STAND (in the core's `decoding`).
 

@@ -1,4 +1,4 @@
-"""Paper 4, "Direct Multi-Token Decoding" (papers/04_direct_multi_token_decoding.txt): the late layers of a decoder
+"""Paper 4, "Direct Multi-Token Decoding": the late layers of a decoder
 emit several tokens per cycle after one full-depth pass; trained with cyclical masking (§2.1), decoded with
 cyclical KV refilling (§2.2), measured by the Percentage of Layers per Token (Eq. 7).
 
