@@ -18,7 +18,7 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZ
 
 SLURM_STAGE := tests/slurm/with_cluster.sh
 
-.PHONY: venv run test test-fast test-slurm slurm-start slurm-stop report clean-results
+.PHONY: venv run test test-fast test-quick test-slurm slurm-start slurm-stop report clean-results
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ test-slurm: venv
 
 test-fast: venv
 	$(OFFLINE) $(BIN)/pytest -x -q tests/unit
+
+# everything but the two long end-to-end runs (marker e2e: the tiny `all` and the rehearsal), Slurm tests included
+test-quick: venv
+	$(OFFLINE) $(SLURM_STAGE) --background $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow and not e2e"
 
 # the CI cluster by hand (root): start it, then e.g. `.venv/bin/pytest -m slurm tests/slurm`, then stop it
 slurm-start:

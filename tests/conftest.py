@@ -39,6 +39,8 @@ def pytest_collection_modifyitems(config, items):
     rank = {"tiny_run": 0, "rehearsal": 2, "slurm": 2}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group(item)))
+        if {"tiny_run", "rehearsal"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.e2e)
     items.sort(key=lambda item: rank.get(_group(item), 1))
 
 
