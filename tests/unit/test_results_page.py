@@ -65,10 +65,12 @@ def test_page_holds_provenance_cost_tables_and_figures(results):
 
 def test_cli_writes_a_dated_page_named_by_scale(results, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not a git checkout
-    out = rp.main(["--results", str(results), "--command", "snakemake -c2 all", "--out", str(tmp_path / "pages")])
+    out = rp.main(["--results", str(results), "--command", "snakemake -c2 all", "--out", str(tmp_path / "pages"),
+                   "--note", "elapsed 61 s"])  # fmt: skip
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-tiny\.md", out.name) and out.parent == tmp_path / "pages"
     page = out.read_text()
     assert "| commit | unknown (not a git checkout) |" in page and "| command | `snakemake -c2 all` |" in page
+    assert "| note | elapsed 61 s |" in page
     assert "logical CPUs" in page
 
 

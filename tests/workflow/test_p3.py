@@ -1,11 +1,10 @@
-"""Paper 3 at tiny scale: the DAG of every paper-3 target, a real run of Table 1 and Figure 2 (their decoding jobs
-and the alignment analysis) with the table's contents, the embedded and paper DAGs, and a bad config stopping
+"""Paper 3 at tiny scale: the DAG of every paper-3 target, Table 1 and Figure 2 of the tiny `all` (their decoding
+jobs and the alignment analysis) with the table's contents, the embedded and paper DAGs, and a bad config stopping
 before any job."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pandas as pd
 import pytest
@@ -14,18 +13,16 @@ from mtp_core.papers.p3 import plan as p3_plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
-from .conftest import assert_bad_tiny_config_stops, snakemake
+from .conftest import assert_bad_tiny_config_stops
 
 TARGETS = ["results/tables/p3/table1.csv", "results/figures/p3/fig2.png"]
 
 
 @pytest.fixture(scope="session")
-def p3_run(tmp_path_factory):
-    """Table 1 and Figure 2 of paper 3 at tiny scale, in a work directory of their own."""
-    work = tmp_path_factory.mktemp("tiny-p3")
-    shutil.copy(REPO / "config/tiny.yaml", work / "tiny.yaml")
-    snakemake(work, *TARGETS, "--cores", "2", "--configfile", "tiny.yaml")
-    return work
+def p3_run(tiny_run):
+    """Table 1 and Figure 2 of paper 3 at tiny scale: the tiny `all` builds them."""
+    assert all((tiny_run / t).is_file() for t in TARGETS)
+    return tiny_run
 
 
 def test_dry_run_of_every_p3_target(dry_run):

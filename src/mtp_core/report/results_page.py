@@ -86,8 +86,8 @@ def _cost(results: Path) -> list[str]:
     ]
 
 
-def results_page(results: Path, command: str, *, date: str, commit: str, where: str) -> str:
-    """The page's markdown (module docstring)."""
+def results_page(results: Path, command: str, *, date: str, commit: str, where: str, note: str = "") -> str:
+    """The page's markdown (module docstring); `note`: a line on how the run went (elapsed time, load)."""
     scale = run_scale(results)
     lines = [
         f"# Results of a {scale}-scale run, {date}",
@@ -102,6 +102,7 @@ def results_page(results: Path, command: str, *, date: str, commit: str, where: 
         f"| machine | {where} |",
         f"| scale | {scale} |",
         f"| results | `{results}` |",
+        *([f"| note | {note} |"] if note else []),
         "",
         "## What the jobs cost",
         "",
@@ -131,11 +132,14 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
     ap.add_argument("--command", required=True, help="the command that produced the run, as typed")
     ap.add_argument("--out", type=Path, default=PAGES, help="a .md file, or a folder for <date>-<scale>.md")
+    ap.add_argument("--note", default="", help="a line on how the run went, e.g. its elapsed time and the load")
     args = ap.parse_args(argv)
     if not args.results.is_dir():
         ap.error(f"--results {args.results}: no such directory")
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-    page = results_page(args.results, args.command, date=date, commit=git_commit(Path.cwd()), where=machine())
+    page = results_page(
+        args.results, args.command, date=date, commit=git_commit(Path.cwd()), where=machine(), note=args.note
+    )
     out = args.out if args.out.suffix == ".md" else args.out / f"{date}-{run_scale(args.results)}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, page)
