@@ -110,6 +110,29 @@ def test_slurm_executor_parameters(tmp_path, monkeypatch):
         "--job-name=train-p1-main",
     ):
         assert f"#SBATCH {line}" in text, line
+    # a failing rank ends the step (srun), not a rendezvous wait; a site's own choice is kept, not doubled
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--kill-on-bad-exit=1" in srun.split(), srun
+    cfg = LauncherConfig.from_dict({"cluster": "slurm", "slurm_srun_args": ["-K0", "--cpu-bind=none"]})
+    text = _executor(cfg, Paths(tmp_path / "k.json", tmp_path), "x")._executor._make_submission_file_text("c", "u")
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "-K0" in srun.split() and "--kill-on-bad-exit=1" not in srun and "--cpu-bind=none" in srun, srun
+
+
+def test_rendezvous_port_is_below_the_ephemeral_range_and_shared_by_ranks(tmp_path):
+    """Every rank of a job derives the same MASTER_PORT from the job id, below the host's ephemeral range (where
+    outgoing connections hold ports: EADDRINUSE); jobs differ; a host whose range starts low keeps submitit's."""
+    from mtp_core.train.launch.job import rendezvous_port
+
+    linux = tmp_path / "range"
+    linux.write_text("32768\t60999\n")
+    ports = {rendezvous_port(str(job), linux) for job in range(700, 760)}
+    assert all(20000 <= p <= 32767 for p in ports) and len(ports) > 55
+    assert rendezvous_port("721", linux) == rendezvous_port("721", linux)
+    low = tmp_path / "low"
+    low.write_text("15000 60999")
+    assert all(20000 <= rendezvous_port(str(j), low) <= 60000 for j in range(50))
+    assert 20000 <= rendezvous_port("721", tmp_path / "missing") <= 32767  # Linux's default range assumed
 
 
 def test_p1_settings_from_config(tmp_path, capsys):

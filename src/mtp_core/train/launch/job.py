@@ -4,10 +4,12 @@ the next step boundary (module docstring of `mtp_core.train.launch`: "Preemption
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import sys
@@ -29,6 +31,18 @@ def _job_environment() -> Any:
         return JobEnvironment()
     except RuntimeError:
         return None
+
+
+def rendezvous_port(job_id: str, ephemeral: str | os.PathLike = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The job's rendezvous (MASTER_PORT) port, the same on every rank (drawn with the job id as seed) and below
+    the host's ephemeral port range, which outgoing connections take from (gloo's among them): submitit draws
+    from 20000-60000, mostly inside Linux's default 32768-60999, where a port can be in use (EADDRINUSE, seen
+    in CI with several trainings on one node). Where the range starts below 20001, submitit's range is kept."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path(ephemeral).read_text().split()[0])
+    lo, hi = (20000, low - 1) if low > 20000 else (20000, 60000)
+    return random.Random(job_id).randint(lo, hi)
 
 
 def _pick_device(setting: str, local_rank: int) -> Any:
@@ -211,6 +225,8 @@ def _run_trainer(self: Any) -> dict:
     if world > 1 or cfg.strategy in ("ddp", "fsdp"):  # a group of one too, when asked for (FSDP code paths)
         from submitit.helpers import TorchDistributedEnvironment
 
+        if "MASTER_PORT" not in os.environ and env is not None:  # a port the site set (slurm_setup) is kept
+            os.environ["MASTER_PORT"] = str(rendezvous_port(str(env.job_id)))
         TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         rec["backend"] = init_process_group(cfg.backend, device)
     fsdp_kw: dict[str, Any] = {}

@@ -222,8 +222,12 @@ def _executor(cfg: LauncherConfig, paths: Paths, name: str) -> Any:
             params["slurm_additional_parameters"] = dict(cfg.slurm_additional_parameters)
         if cfg.slurm_setup:
             params["slurm_setup"] = list(cfg.slurm_setup)
-        if cfg.slurm_srun_args:
-            params["slurm_srun_args"] = list(cfg.slurm_srun_args)
+        # a rank that fails (e.g. cannot bind the rendezvous port) ends the step: the other ranks would wait in the
+        # rendezvous until its timeout, holding the job (seen in CI)
+        srun_args = list(cfg.slurm_srun_args)
+        if not any(a.startswith(("--kill-on-bad-exit", "-K")) for a in srun_args):
+            srun_args.insert(0, "--kill-on-bad-exit=1")
+        params["slurm_srun_args"] = srun_args
     if cfg.cluster == "debug":
         params = {}
     ex.update_parameters(**{k: v for k, v in params.items() if v is not None})
