@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtp_core.papers.p5.calibration import PromptTable
+from mtp_core.papers.p5 import rollout
+from mtp_core.papers.p5.calibration import MISS, PromptTable
+from mtp_core.papers.p5.engines import OfflineEngine
 from mtp_core.papers.p5.frontier import (
     States,
     budget_window,
@@ -18,9 +20,11 @@ from mtp_core.papers.p5.frontier import (
     pareto,
     search_all,
     simulate,
+    simulated_probe,
     simulated_value,
     what_if,
 )
+from mtp_core.papers.p5.rollout import RolloutEngine
 
 
 def hand_table() -> list[PromptTable]:
@@ -114,3 +118,30 @@ def test_search_stops_at_budget_times_one_plus_tolerance():
         "frontier_0000_n2_d1",
         "frontier_0001_n2_d2",
     ]  # numbered in order over the depth caps
+
+
+def miss_table() -> list[PromptTable]:
+    """Every head misses everywhere: every candidate's what-if mean ties at 0, so the tie-breaks alone grow T."""
+    ranks = np.full((8, 2), MISS, dtype=np.int16)
+    zeros = np.zeros(8, dtype=np.float32)
+    return [PromptTable("miss", np.arange(8), ranks, np.zeros((8, 2), np.float32), zeros, zeros)]
+
+
+@pytest.mark.parametrize("table", [hand_table, tie_table, miss_table])
+@pytest.mark.parametrize(("depth", "kids"), [(1, 10), (2, 10), (2, 2)])
+def test_both_engines_run_the_one_greedy_loop(monkeypatch, table, depth, kids):
+    """Algorithm 1's loop is shared: the rollout engine's search, its union rollout replaced by the exact what-if
+    probe of the same table, records the offline engine's history row for row (every tie-break, the depth and
+    child caps, the stop, n_skipped), so the engines differ in their scorer only."""
+    states = States.of(table(), depth)
+    seen = []
+
+    def union(loaded, heads, prompts, tree, candidates, max_new_tokens, batch_size, **decode):
+        seen.append((tree, list(candidates), max_new_tokens, batch_size, decode))
+        return simulated_probe(states, tree, candidates)
+
+    monkeypatch.setattr(rollout, "union_iteration", union)
+    engine = RolloutEngine(None, None, [[1, 2]], 8, kids, batch_size=3, n_skipped=2, temperature=0.7)
+    rows = engine.search(depth, stop_at=6)
+    assert rows == OfflineEngine(table(), kids, n_skipped=2).search(depth, stop_at=6)
+    assert len(rows) == len(seen) and all(s[2:] == (8, 3, {"temperature": 0.7}) for s in seen)

@@ -10,6 +10,7 @@ the engine decoded). The debiasing, the throughput frontier and the τ and ladde
 * `rollout.RolloutEngine` (the paper's own, any regime; needed at T > 0, where the text depends on the tree): the
   union-tree rollout per added node, and real decodes with the `entmtp` decoder for every run.
 
+Both search with the one greedy loop of Algorithm 1 (`frontier.greedy_loop`), differing in its scorer only.
 Accept lengths are capped as the simulation caps them (the bonus token stays within the continuation), so both
 engines give the same numbers at temperature 0 (tested).
 """
@@ -63,7 +64,7 @@ class Engine(Protocol):
     name: str
 
     def search(self, depth_cap: int, stop_at: int) -> list[dict]:
-        """Algorithm 1's history rows for one depth cap (`frontier.greedy_search`'s schema)."""
+        """Algorithm 1's history rows for one depth cap (`frontier.greedy_loop`'s)."""
 
     def run(self, bank: Mapping[str, Paths], policy: Policy, feature: str) -> Run:
         """Every calibration prompt decoded with `policy` over `bank` (batch 1: the scheduler's protocol)."""

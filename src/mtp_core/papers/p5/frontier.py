@@ -7,17 +7,18 @@ i of n: at most n - i - 2 drafts); decoding starts at state 0 (the prefill emitt
 accept + 1. This reproduces the decoder's forward count (1 + steps) and its per-step accept counts (its last
 step may accept past the end, where the stop tracker trims: compare up to the cap).
 
-**Greedy search** per depth cap D (Algorithm 1): T = {(0,)}; the frontier F(T) holds, for the root and every
-node shallower than D (node order), its next contiguous child (rank = its child count, if below
-`max_children`); every f is scored by a one-step "what-if" probe on T's own trajectory (footnote 1: the steps
-start where T's do; C_f = T u {f} accepts one more exactly where the rank path enters f within the cap), the
-best added (ties: smaller rank sum, then shallower, then node order), and a history row recorded (`depth` = the
-search's cap, `n_nodes` (root excluded), `mean_accept` = the what-if mean, the "biased" value, `added_node`,
-`improvement` over T's own mean, `tree`, `n_steps`, `n_skipped`). Stop at `int(max(budgets) (1 + tol))` nodes
-or an empty frontier. Budget winners per (D, B): the best `mean_accept` among rows with
-int(B (1 - tol)) <= n_nodes <= int(B (1 + tol)) (ties: fewer nodes). Means are over all steps of all prompts.
-The paper's search (entmtp) scores one union-tree rollout per addition at T = 0.7; at T = 0 the probe above
-is the same quantity computed exactly without a forward (`rollout` keeps the union-tree engine).
+**Greedy search** per depth cap D (Algorithm 1; `greedy_loop`, the one loop of both engines): T = {(0,)}; the
+frontier F(T) holds, for the root and every node shallower than D (node order), its next contiguous child (rank =
+its child count, if below `max_children`); every f is scored by a one-step "what-if" probe on T's own trajectory
+(footnote 1: the steps start where T's do), the best added (ties: smaller rank sum, then shallower, then node
+order), and a history row recorded (`depth` = the search's cap, `n_nodes` (root excluded), `mean_accept` = the
+what-if mean, the "biased" value, `added_node`, `improvement` over T's own mean, `tree`, `n_steps`, `n_skipped`).
+Stop at `int(max(budgets) (1 + tol))` nodes or an empty frontier. Budget winners per (D, B): the best
+`mean_accept` among rows with int(B (1 - tol)) <= n_nodes <= int(B (1 + tol)) (ties: fewer nodes). Means are
+over all steps of all prompts. An engine supplies only the scorer (`Scorer`): the paper's search (entmtp) scores
+one union-tree rollout per addition at T = 0.7 (`rollout.rollout_search`); at T = 0 `greedy_search` computes the
+same quantity exactly without a forward (`what_if`: C_f = T u {f} accepts one more exactly where the rank path
+enters f within the cap).
 
 **Debiasing** (`debias`): the "self" value of a tree = its mean over its own trajectory (exact here; a rollout
 of the tree at T > 0), for every tree on a per-depth frontier of the history (App. B; `rescored_rows`). At T = 0
@@ -31,6 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -157,21 +160,34 @@ def what_if(states: States, tree: Paths, candidates: Sequence[tuple[int, ...]]) 
     return roll, means
 
 
-def greedy_search(
-    states: States,
+class Probe(NamedTuple):
+    """One iteration's what-if values (Algorithm 1, footnote 1): T's own mean accept, each candidate f's mean accept
+    of T u {f} at T's step starts, and T's steps."""
+
+    own: float
+    means: list[float]
+    n_steps: int
+
+
+Scorer = Callable[[Paths, Sequence[tuple[int, ...]]], Probe]
+
+
+def greedy_loop(
+    score: Scorer,
     depth_cap: int,
     stop_at: int,
     max_children: int = MEDUSA_TOPK,
     n_skipped: int = 0,
 ) -> list[dict]:
-    """Algorithm 1 for one depth cap (module docstring): the history rows, one per added node."""
+    """Algorithm 1 for one depth cap (module docstring), the one loop of both engines: `score(T, F(T))` is all an
+    engine supplies. Returns the history rows, one per added node."""
     tree: set[tuple[int, ...]] = {(0,)}
     rows = []
     while len(tree) < stop_at:
         cands = frontier_nodes(tree, depth_cap, min(max_children, MEDUSA_TOPK))
         if not cands:
             break
-        own, means = what_if(states, canonical(tree), cands)
+        own, means, steps = score(canonical(tree), cands)
         best = max(range(len(cands)), key=lambda i: (means[i], -sum(cands[i]), -len(cands[i]), -i))
         tree.add(cands[best])
         rows.append(
@@ -180,13 +196,30 @@ def greedy_search(
                 "n_nodes": len(tree),
                 "mean_accept": means[best],
                 "added_node": list(cands[best]),
-                "improvement": means[best] - own.mean_accept,
+                "improvement": means[best] - own,
                 "tree": [list(p) for p in canonical(tree)],
-                "n_steps": own.n_steps,
+                "n_steps": steps,
                 "n_skipped": n_skipped,
             }
         )
     return rows
+
+
+def simulated_probe(states: States, tree: Paths, candidates: Sequence[tuple[int, ...]]) -> Probe:
+    """The exact scorer at temperature 0 (`what_if`)."""
+    own, means = what_if(states, tree, candidates)
+    return Probe(own.mean_accept, means, own.n_steps)
+
+
+def greedy_search(
+    states: States,
+    depth_cap: int,
+    stop_at: int,
+    max_children: int = MEDUSA_TOPK,
+    n_skipped: int = 0,
+) -> list[dict]:
+    """Algorithm 1 for one depth cap scored by the exact simulation (`greedy_loop`, `simulated_probe`)."""
+    return greedy_loop(partial(simulated_probe, states), depth_cap, stop_at, max_children, n_skipped)
 
 
 def budget_window(budget: int, tolerance: float) -> tuple[int, int]:

@@ -8,16 +8,18 @@ it, the verifier runs it in one forward, and only T's nodes may be accepted (`al
 same verifier outputs: C_f = T u {f} accepts the deepest node of C_f whose path passes the acceptance rule
 (`TreeVerifyResult.node_ok`, computed for every node, allowed or not). A what-if accept is capped, like the
 offline simulation's, so that the bonus token stays within the generation budget (the cap counts the token
-budget; a stop token inside a step is not known to it). `RolloutEngine` runs this search and decodes every other
-run (a tree's own rollout for the debiasing and the throughput frontier, the τ and ladder sweeps) with the
-`entmtp` decoder itself. At temperature 0 with greedy acceptance both equal the offline engine's numbers
-(tested).
+budget; a stop token inside a step is not known to it). This rollout is all the search adds (`union_iteration`,
+the scorer); the greedy loop is the offline engine's (`frontier.greedy_loop`). `RolloutEngine` runs this search
+and decodes every other run (a tree's own rollout for the debiasing and the throughput frontier, the τ and ladder
+sweeps) with the `entmtp` decoder itself. At temperature 0 with greedy acceptance both equal the offline engine's
+numbers (tested).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,7 +34,7 @@ from .bank import BankTree, Paths, canonical
 from .decoders import HeadsTreeDecoder
 from .drafting import HydraStep, MedusaStep
 from .engines import Run
-from .frontier import frontier_nodes
+from .frontier import Probe, greedy_loop
 from .scheduler import Policy
 
 log = logging.getLogger(__name__)
@@ -90,12 +92,15 @@ def union_iteration(
     max_new_tokens: int,
     batch_size: int = 1,
     **decode: Any,
-) -> tuple[float, list[float], int]:
-    """One rollout of T u candidates: T's own mean accept, each candidate's what-if mean, the steps."""
+) -> Probe:
+    """The rollout scorer of Algorithm 1 (`frontier.Scorer`): one rollout of T u candidates, giving T's own mean
+    accept, each candidate's what-if mean and T's steps."""
     dec = UnionRolloutDecoder(loaded.model, loaded.tokenizer, heads=heads, tree=tree, candidates=candidates, **decode)
     dec.generate_all(prompts, max_new_tokens, loaded.stop_criteria(), batch_size=batch_size)
     n = max(1, dec.steps)
-    return dec.own_sum / n, (dec.sums / n).tolist(), dec.steps
+    probe = Probe(dec.own_sum / n, (dec.sums / n).tolist(), dec.steps)
+    log.info("union rollout of %d nodes + %d candidates: own mean accept %.4f", len(tree), len(candidates), probe.own)
+    return probe
 
 
 def rollout_search(
@@ -110,33 +115,11 @@ def rollout_search(
     n_skipped: int = 0,
     **decode: Any,
 ) -> list[dict]:
-    """Algorithm 1 for one depth cap with one union rollout per addition (the history rows of
-    `frontier.greedy_search`, the same tie-breaks: larger mean, smaller rank sum, shallower, node order)."""
-    tree: set[tuple[int, ...]] = {(0,)}
-    rows = []
-    while len(tree) < stop_at:
-        cands = frontier_nodes(tree, depth_cap, max_children)
-        if not cands:
-            break
-        own, means, steps = union_iteration(
-            loaded, heads, prompts, canonical(tree), cands, max_new_tokens, batch_size, **decode
-        )
-        best = max(range(len(cands)), key=lambda i: (means[i], -sum(cands[i]), -len(cands[i]), -i))
-        tree.add(cands[best])
-        rows.append(
-            {
-                "depth": depth_cap,
-                "n_nodes": len(tree),
-                "mean_accept": means[best],
-                "added_node": list(cands[best]),
-                "improvement": means[best] - own,
-                "tree": [list(p) for p in canonical(tree)],
-                "n_steps": steps,
-                "n_skipped": n_skipped,
-            }
-        )
-        log.info("rollout search D=%d: %d nodes, mean accept %.4f", depth_cap, len(tree), means[best])
-    return rows
+    """Algorithm 1 for one depth cap (`frontier.greedy_loop`) scored by one union rollout per addition."""
+    score = partial(
+        union_iteration, loaded, heads, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, **decode
+    )
+    return greedy_loop(score, depth_cap, stop_at, max_children, n_skipped)
 
 
 def run_of(results: Sequence[GenerationResult], drafting: bool) -> Run:
