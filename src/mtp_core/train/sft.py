@@ -42,6 +42,7 @@ from ..data.rows import TEMPLATES, render_example, render_prompt, resolve_templa
 from ..losses import token_cross_entropy
 from .checkpoint import export_hf
 from .config import TrainConfig
+from .launch.methods import TrainingMethod
 from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, train
 
 log = logging.getLogger(__name__)
@@ -259,31 +260,6 @@ def train_sft(
 
 # ------------------------------------------------------------------------------------- launcher method `sft`
 
-SFT_KEYS = ("sft",)
-
-
-def launch_check(settings: dict) -> dict:
-    """Settings of method `sft` (`source: finetuned` models; `model_plan.finetune_settings`): those of
-    `launch.methods.check_model_data_train` and `sft` (SFTConfig keys)."""
-    from .launch.methods import check_model_data_train
-
-    out = check_model_data_train(settings, SFT_KEYS, "sft settings")
-    SFTConfig.from_dict(settings.get("sft"))
-    return out
-
-
-def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
-    """In the job: load the base model and rows, then `train_sft` (resumes from `run_dir/checkpoints`)."""
-    from .launch.methods import load_model_and_rows
-
-    loaded, rows = load_model_and_rows(settings)
-    return train_sft(
-        loaded,
-        rows,
-        settings.get("sft") or {},
-        settings["train"],
-        run_dir,
-        device=device,
-        dist=dist,
-        callbacks=callbacks,
-    )
+# settings (`source: finetuned` models; `model_plan.finetune_settings`): those of `check_model_data_train` and `sft`
+LAUNCH = TrainingMethod("sft", "sft", SFTConfig.from_dict, train_sft)
+launch_check, launch_entry = LAUNCH.check, LAUNCH.entry

@@ -39,7 +39,7 @@ from ...config import section_keys
 from ...data.rows import TEMPLATES, render_example, render_prompt, resolve_template, response_start
 from ...train.checkpoint import export_hf
 from ...train.config import TrainConfig
-from ...train.launch.methods import check_model_data_train, load_model_and_rows
+from ...train.launch.methods import Inputs, TrainingMethod, load_model_and_rows
 from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, resolve_device, train
 from .losses import P1LossConfig, metric_names, p1_loss
 from .masks import BlockedBatch, blocked_layout, build_blocked_batch, draw_k_offset
@@ -332,28 +332,12 @@ def train_p1(
 
 # -------------------------------------------------------------------------------------- launcher method `p1`
 
-P1_KEYS = ("p1", "mask_seed")
+
+def _inputs(settings: dict) -> Inputs:
+    """The base model and rows, and the seed of the `<MTP>` row (`mask_seed`)."""
+    return load_model_and_rows(settings), {"mask_seed": int(settings.get("mask_seed", 0))}
 
 
-def launch_check(settings: dict) -> dict:
-    """Settings of method `p1` (`plan.run_settings`): those of `launch.methods.check_model_data_train`, `p1`
-    (P1Config keys) and `mask_seed`."""
-    out = check_model_data_train(settings, P1_KEYS, "p1 settings")
-    P1Config.from_dict(settings.get("p1"))
-    return out
-
-
-def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
-    """In the job: load the base model and rows, then `train_p1` (resumes from `run_dir/checkpoints`)."""
-    loaded, rows = load_model_and_rows(settings)
-    return train_p1(
-        loaded,
-        rows,
-        settings.get("p1") or {},
-        settings["train"],
-        run_dir,
-        device=device,
-        mask_seed=int(settings.get("mask_seed", 0)),
-        dist=dist,
-        callbacks=callbacks,
-    )
+# settings (`plan.run_settings`): those of `check_model_data_train`, `p1` (P1Config keys) and `mask_seed`
+LAUNCH = TrainingMethod("p1", "p1", P1Config.from_dict, train_p1, keys=("mask_seed",), load=_inputs)
+launch_check, launch_entry = LAUNCH.check, LAUNCH.entry

@@ -32,6 +32,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from ...heads.deepseek import CONCAT, INITS, DeepSeekMTPHeads
 from ...io import atomic_dir
 from ...layers import causal_mask, rope, run_layers
 from ...train.config import TrainConfig
+from ...train.launch.methods import Inputs, TrainingMethod, check_settings
 from ...train.loop import MicroBatchSpec, StepContext, StepOutput, TrainResult, resolve_device, train
 from .chunked import p2_loss_hidden
 from .data import FeatureCache, Windows
@@ -311,38 +313,39 @@ def train_p2(
 
 # -------------------------------------------------------------------------------------- launcher method `p2`
 
-SETTINGS = ("model", "base_dir", "base_stamp", "trunk_dir", "shards", "features", "extend", "train", "p2")
 
-
-def launch_check(settings: dict) -> dict:
-    """Settings of method `p2` (`plan.run_settings`): `model` (spec), `base_dir` (its prepared checkpoint),
-    `base_stamp`, `trunk_dir` (an extension of a run that trained its trunk: that run's export, else None),
-    `shards` (index.json), `features` (a feature directory or None), `extend` ({heads, new_heads, group, source}
-    or None), `train` (TrainConfig keys), `p2` (P2Config keys). Paths come back absolute."""
-    from ...train.launch.methods import check_settings
-
-    required = ("model", "shards", "train", "p2")
-    out = check_settings(settings, SETTINGS, required, ("shards", "features", "base_dir", "trunk_dir"), "p2 settings")
-    P2Config.from_dict(settings["p2"])
-    if out.get("extend"):
-        out["extend"] = {**out["extend"], "heads": str(Path(out["extend"]["heads"]).resolve())}
-    return out
-
-
-def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
-    """In the job: load the trunk, then `train_p2` (resumes from `run_dir/checkpoints`)."""
+def _inputs(settings: dict) -> Inputs:
+    """The trunk (a trunk-training run's export for an extension, `trunk_dir`), the shards, `features` and
+    `extend`."""
     from ...models import load_model
 
     loaded = load_model(settings["model"], base_dir=settings.get("base_dir"), checkpoint=settings.get("trunk_dir"))
-    return train_p2(
-        loaded,
-        settings["shards"],
-        settings["p2"],
-        settings["train"],
-        run_dir,
-        features=settings.get("features"),
-        extend=settings.get("extend"),
-        device=device,
-        dist=dist,
-        callbacks=callbacks,
-    )
+    return (loaded, settings["shards"]), {"features": settings.get("features"), "extend": settings.get("extend")}
+
+
+def _absolute_extend(settings: dict) -> dict:
+    """Checked settings with the extended heads' path (`extend.heads`) absolute."""
+    if not settings.get("extend"):
+        return settings
+    return {**settings, "extend": {**settings["extend"], "heads": str(Path(settings["extend"]["heads"]).resolve())}}
+
+
+# settings (`plan.run_settings`): `model` (spec), `base_dir` (its prepared checkpoint), `base_stamp`, `trunk_dir` (an
+# extension of a run that trained its trunk: that run's export, else None), `shards` (index.json), `features` (a
+# feature directory or None), `extend` ({heads, new_heads, group, source} or None), `train` (TrainConfig keys), `p2`
+# (P2Config keys); paths come back absolute
+LAUNCH = TrainingMethod(
+    "p2",
+    "p2",
+    P2Config.from_dict,
+    train_p2,
+    keys=("model", "base_dir", "base_stamp", "trunk_dir", "shards", "features", "extend", "train"),
+    settings_check=partial(
+        check_settings,
+        required=("model", "shards", "train", "p2"),
+        paths=("shards", "features", "base_dir", "trunk_dir"),
+    ),
+    finish=_absolute_extend,
+    load=_inputs,
+)
+launch_check, launch_entry = LAUNCH.check, LAUNCH.entry

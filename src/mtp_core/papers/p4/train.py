@@ -26,7 +26,6 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ from ...config import section_keys
 from ...data.rows import resolve_template
 from ...losses import token_cross_entropy
 from ...train.config import TrainConfig
-from ...train.launch.methods import check_model_data_train, load_model_and_rows
+from ...train.launch.methods import TrainingMethod
 from ...train.loop import StepContext, StepOutput, TrainResult, train
 from ...train.sft import SFTBatches, SFTConfig, SFTStep, encode_rows, response_logits
 from .cyclic import training_offsets
@@ -227,30 +226,18 @@ def train_p4(
 
 # -------------------------------------------------------------------------------------- launcher method `p4`
 
-P4_KEYS = ("p4",)
 
-
-def launch_check(settings: dict) -> dict:
-    """Settings of method `p4` (`plan.run_settings`): those of `launch.methods.check_model_data_train` and `p4`
-    (DMTDConfig keys); an epoch-based run's `train.max_steps` is `epochs.LAUNCHER_STEPS` until its job counts rows."""
+def _resolve_train(settings: dict) -> dict:
+    """Settings whose `train` is resolved for the check: an epoch-based run's `train.max_steps` is
+    `epochs.LAUNCHER_STEPS` until its job counts rows."""
     cfg = DMTDConfig.from_dict(settings.get("p4"))
     try:
         train = resolve_train(settings.get("train") or {}, cfg.epochs, cfg.warmup_ratio, rows=None)
     except ValueError as e:
         raise ValueError(f"p4 settings: {e}") from None
-    return check_model_data_train({**settings, "train": train}, P4_KEYS, "p4 settings")
+    return {**settings, "train": train}
 
 
-def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
-    """In the job: load the base model and rows, then `train_p4` (resumes from `run_dir/checkpoints`)."""
-    loaded, rows = load_model_and_rows(settings)
-    return train_p4(
-        loaded,
-        rows,
-        settings.get("p4") or {},
-        settings["train"],
-        run_dir,
-        device=device,
-        dist=dist,
-        callbacks=callbacks,
-    )
+# settings (`plan.run_settings`): those of `check_model_data_train` and `p4` (DMTDConfig keys)
+LAUNCH = TrainingMethod("p4", "p4", DMTDConfig.from_dict, train_p4, prepare=_resolve_train)
+launch_check, launch_entry = LAUNCH.check, LAUNCH.entry

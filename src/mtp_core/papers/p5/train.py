@@ -28,6 +28,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from ...heads import DraftHeads, save_heads
 from ...heads.hydra import HydraHeads
 from ...heads.medusa import MedusaHeads
 from ...train.config import TrainConfig
-from ...train.launch.methods import check_settings
+from ...train.launch.methods import Inputs, TrainingMethod, check_settings
 from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, train
 from .selfdistill import SelfDistillData
 
@@ -278,8 +279,8 @@ def heads_accuracy(objective: HeadsObjective, batches: HeadsBatches, rows: Seque
 def train_heads(
     trunk: nn.Module,
     data: SelfDistillData,
-    cfg: HeadsTrainConfig,
-    train_cfg: TrainConfig,
+    heads_cfg: HeadsTrainConfig | dict,
+    train_cfg: TrainConfig | dict,
     out_dir: str | os.PathLike,
     *,
     trunk_name: str | None = None,
@@ -290,6 +291,8 @@ def train_heads(
 ) -> dict:
     """Train fresh heads on the frozen `trunk` (module docstring); returns the loop's result with
     `heads_accuracy` (held-out rows) and `draft_vocab_coverage`."""
+    cfg = heads_cfg if isinstance(heads_cfg, HeadsTrainConfig) else HeadsTrainConfig.from_dict(heads_cfg)
+    tc = train_cfg if isinstance(train_cfg, TrainConfig) else TrainConfig.from_dict(train_cfg)
     trunk.eval().requires_grad_(False)
     with torch.random.fork_rng():  # the heads' initial weights are a function of the seed
         torch.manual_seed(cfg.seed)
@@ -306,7 +309,7 @@ def train_heads(
     objective = HeadsObjective(heads, cfg)
     batches = HeadsBatches(data, rows, seed=cfg.seed, dtype=dtype)
     step = HeadsStep(objective, trunk, trunk_name, extra)
-    result = train(step, objective, batches, train_cfg, out_dir, dist=dist, device=device, callbacks=callbacks)
+    result = train(step, objective, batches, tc, out_dir, dist=dist, device=device, callbacks=callbacks)
     out = {**asdict(result), **extra}
     if held:
         out["heads_accuracy"] = heads_accuracy(objective, HeadsBatches(data, held, dtype=dtype), held)
@@ -316,33 +319,25 @@ def train_heads(
 
 # ------------------------------------------------------------------------------- launcher method `p5_heads`
 
-SETTINGS_KEYS = ("model", "base_dir", "base_stamp", "data", "heads", "train")
 
-
-def launch_check(settings: dict) -> dict:
-    """Settings of method `p5_heads` (`plan.heads_settings`): `model` (a model spec with `name`), `base_dir` (its
-    prepared checkpoint or None), `base_stamp`, `data` (a self-distillation directory), `heads`
-    (`HeadsTrainConfig` keys), `train` (`TrainConfig` keys)."""
-    required = ("model", "data", "heads", "train")
-    out = check_settings(settings, SETTINGS_KEYS, required, ("data", "base_dir"), "p5_heads settings")
-    HeadsTrainConfig.from_dict(settings["heads"])
-    return out
-
-
-def launch_entry(settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> dict:
-    """In the job: load the trunk and the data, then `train_heads` (resumes from `run_dir/checkpoints`)."""
+def _inputs(settings: dict) -> Inputs:
+    """The trunk and the self-distillation data, and the trunk's name and EOS ids."""
     from ...models import load_model
 
     loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
-    return train_heads(
-        loaded.model,
-        SelfDistillData.read(settings["data"]),
-        HeadsTrainConfig.from_dict(settings["heads"]),
-        TrainConfig.from_dict(settings["train"]),
-        run_dir,
-        trunk_name=loaded.name,
-        eos_ids=loaded.eos_ids,
-        device=device,
-        dist=dist,
-        callbacks=callbacks,
-    )
+    data = SelfDistillData.read(settings["data"])
+    return (loaded.model, data), {"trunk_name": loaded.name, "eos_ids": loaded.eos_ids}
+
+
+# settings (`plan.heads_settings`): `model` (a model spec with `name`), `base_dir` (its prepared checkpoint or None),
+# `base_stamp`, `data` (a self-distillation directory), `heads` (`HeadsTrainConfig` keys), `train` (`TrainConfig` keys)
+LAUNCH = TrainingMethod(
+    "p5_heads",
+    "heads",
+    HeadsTrainConfig.from_dict,
+    train_heads,
+    keys=("model", "base_dir", "base_stamp", "data", "train"),
+    settings_check=partial(check_settings, required=("model", "data", "heads", "train"), paths=("data", "base_dir")),
+    load=_inputs,
+)
+launch_check, launch_entry = LAUNCH.check, LAUNCH.entry

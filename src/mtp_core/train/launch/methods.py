@@ -1,12 +1,14 @@
 """Training methods the launcher runs, by name (`registry.Method`): the core's `sft` (fine-tunes of `finetuned`
 models) and every registered paper's (`Paper.methods`), or any `module:attr` (a `Method`, or an entry function);
-and the settings check and loading every training of a declared model on (query, response) rows shares.
+the settings check and loading every training of a declared model on (query, response) rows shares; and
+`TrainingMethod`, which makes a method's check and entry from what is its own.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +117,63 @@ def load_model_and_rows(settings: dict) -> tuple[Any, list[dict]]:
 
     loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
     return loaded, read_rows(settings["data"], settings.get("on_bad_row", "error"))
+
+
+# what a method's `load` gives its train function: the inputs before the method's section, and extra keywords
+Inputs = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def model_and_rows(settings: dict) -> Inputs:
+    """`TrainingMethod.load` of a training of a declared model on rows: (loaded model, rows), no extra keyword."""
+    return load_model_and_rows(settings), {}
+
+
+@dataclass(frozen=True)
+class TrainingMethod:
+    """The `check` and `entry` of a launcher method (`registry.Method`; a module exposes them as `launch_check` and
+    `launch_entry`, the paths its `Method` names: the entry's path is part of a run's stamp,
+    `records.trajectory_hash`), made from what is the method's own: its `name` (errors say
+    "<name> settings"), its `section` of the settings and that section's `config` (a `from_dict`), its `train`
+    function, and hooks where it differs from a training of a declared model on rows.
+
+    * `settings_check(settings, allowed, what=...)`: the shared check, given `section` + `keys` as the allowed
+      keys: `check_model_data_train` (adds `MODEL_DATA_KEYS`), or a `functools.partial` of `check_settings`
+      with the method's own `required` and `paths`.
+    * `prepare(settings)` before it (e.g. resolving `train`), `finish(checked)` after it (e.g. more paths made
+      absolute).
+    * `load(settings) -> (inputs, keywords)` in the job (`model_and_rows`, or the method's own loading).
+    """
+
+    name: str
+    section: str
+    config: Callable[[Any], Any]
+    train: Callable[..., Any]
+    keys: Sequence[str] = ()
+    settings_check: Callable[..., dict] = check_model_data_train
+    prepare: Callable[[dict], dict] | None = None
+    finish: Callable[[dict], dict] | None = None
+    load: Callable[[dict], Inputs] = model_and_rows
+
+    def check(self, settings: dict) -> dict:
+        """Checked settings (paths absolute): `prepare`, the shared `settings_check`, the section's `config`,
+        `finish`."""
+        if self.prepare is not None:
+            settings = self.prepare(settings)
+        out = self.settings_check(settings, (self.section, *self.keys), what=f"{self.name} settings")
+        self.config(settings.get(self.section))
+        return out if self.finish is None else self.finish(out)
+
+    def entry(self, settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
+        """In the job: `load` the inputs, then `train(*inputs, section, train, run_dir, ...)` (it resumes from
+        `run_dir/checkpoints`)."""
+        inputs, keywords = self.load(settings)
+        return self.train(
+            *inputs,
+            settings.get(self.section) or {},
+            settings["train"],
+            run_dir,
+            device=device,
+            dist=dist,
+            callbacks=callbacks,
+            **keywords,
+        )
