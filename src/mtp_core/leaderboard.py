@@ -19,7 +19,7 @@ from typing import Any
 
 from . import registry
 from .config import ConfigError
-from .decoding import decoder_class
+from .decoding.catalog import check_decoder
 from .io import InputError
 from .model_plan import model_dir
 from .registry import LeaderboardEntry
@@ -154,7 +154,7 @@ def check(config: dict) -> None:
             raise ConfigError(f"{where}: row label {e.label!r} is used twice (also by {seen[e.label]})")
         seen[e.label] = where
         try:
-            decoder_class(e.label, dict(e.params))
+            check_decoder(e.label, dict(e.params))
         except InputError as err:
             raise ConfigError(f"{where}.{e.label}: {err}") from None
         if (e.checkpoint or e.needs) and e.model is not None and e.model != s["model"]:

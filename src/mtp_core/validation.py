@@ -11,7 +11,7 @@ import os
 from . import leaderboard, registry
 from .config import ConfigError, read_config, validate_schema
 from .data.sources import SourceError, check_sources
-from .decoding import decoder_class
+from .decoding.catalog import check_decoder
 from .evaluate.tasks import is_local_task, task_dataset
 from .hub_mirror import plan as hub_mirror
 from .io import InputError
@@ -54,7 +54,7 @@ def check_references(config: dict) -> None:
     for section in ("decoding", "evaluation"):
         for label, params in config[section]["decoders"].items():
             try:
-                decoder_class(label, params)
+                check_decoder(label, params)
             except InputError as e:
                 raise ConfigError(f"{section}.decoders.{label}: {e}") from None
     try:

@@ -52,6 +52,32 @@ def test_defaults_are_filled(tiny_raw):
     assert cfg["datasets"]["pretrain"]["shard_tokens"] == 8000
 
 
+@pytest.mark.parametrize(
+    "files", [["config.yaml"], ["config/tiny.yaml"], ["config/paper.yaml", "config/rehearsal.yaml"]]
+)
+def test_defaults_equal_snakemakes_own_validate(files):
+    """`validate_schema` (libyaml, the Snakefile's) fills the config exactly as `snakemake.utils.validate` does."""
+    from snakemake.utils import validate
+
+    from mtp_core.config import SCHEMA_PATH, deep_merge, validate_schema
+
+    raw: dict = {}
+    for f in files:
+        raw = deep_merge(raw, yaml.safe_load((REPO / f).read_text()))
+    ours, theirs = copy.deepcopy(raw), copy.deepcopy(raw)
+    validate_schema(ours)
+    validate(theirs, str(SCHEMA_PATH), set_default=True)
+    assert ours == theirs and ours != raw
+
+
+def test_schema_error_is_one_line_naming_the_path(tiny_raw):
+    from mtp_core.config import validate_schema
+
+    with pytest.raises(ConfigError) as e:
+        validate_schema(bad(tiny_raw, lambda c: c["papers"]["p2"].update(reference_extra_tokens="x")))
+    assert str(e.value) == "papers.p2.reference_extra_tokens: 'x' is not of type 'integer' (schema: config.schema.yaml)"
+
+
 def bad(raw, mutate):
     cfg = copy.deepcopy(raw)
     mutate(cfg)

@@ -108,14 +108,15 @@ def test_the_core_imports_no_paper():
 
 
 def test_tables_and_figures_load_without_torch():
-    """Loading the papers' packages (p5's plan needs its head stages, which need torch) and the modules that write
-    the core's, papers 1-4's and the leaderboard's tables and figures imports no torch (decoders are
-    registered on the first question, `decoding.decoders()`): those Snakemake jobs start in ~1 s, not ~5."""
+    """Loading the papers' packages and the modules that write the core's, every paper's and the leaderboard's
+    tables and figures imports no torch (decoders are registered on the first question, `decoding.decoders()`):
+    those Snakemake jobs start in ~1 s, not ~7."""
     modules = [
         "mtp_core.papers.p1",
         "mtp_core.papers.p2",
         "mtp_core.papers.p3",
         "mtp_core.papers.p4",
+        "mtp_core.papers.p5",
         "mtp_core.results",
         "mtp_core.report",
         "mtp_core.report.leaderboard",
@@ -124,6 +125,7 @@ def test_tables_and_figures_load_without_torch():
         "mtp_core.papers.p2.figures",
         "mtp_core.papers.p3.report",
         "mtp_core.papers.p4.report",
+        "mtp_core.papers.p5.report",
     ]
     code = (
         f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint('torch' in sys.modules)\n"

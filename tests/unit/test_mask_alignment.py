@@ -10,13 +10,13 @@ import torch
 from mtp_core.decoding import build_decoder
 from mtp_core.papers.p3.alignment import (
     alignment_rows,
-    layer_curves,
     mask_embeddings,
     probe_hidden_states,
     probe_layout,
     summarize,
 )
 from mtp_core.papers.p3.probing import ProbingDecoder
+from mtp_core.papers.p3.report import layer_curves
 
 
 def test_layout_masks_see_prefix_and_themselves():

@@ -14,8 +14,7 @@ from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.heads import load_heads
 from mtp_core.papers.p5 import stages
 from mtp_core.papers.p5.bank import canonical
-from mtp_core.papers.p5.calibration import build_table
-from mtp_core.papers.p5.capture import greedy_trajectories
+from mtp_core.papers.p5.capture import build_table, greedy_trajectories
 from mtp_core.papers.p5.engines import OfflineEngine, static_policy
 from mtp_core.papers.p5.frontier import States, frontier_nodes, greedy_search, what_if
 from mtp_core.papers.p5.rollout import RolloutEngine, rollout_search, union_iteration

@@ -13,8 +13,7 @@ from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.heads import load_heads
 from mtp_core.papers.p5 import decoders  # noqa: F401  (registration)
 from mtp_core.papers.p5.bank import ROOT_ONLY, canonical, tree_depth
-from mtp_core.papers.p5.calibration import build_table
-from mtp_core.papers.p5.capture import greedy_trajectories
+from mtp_core.papers.p5.capture import build_table, greedy_trajectories
 from mtp_core.papers.p5.engines import OfflineEngine
 from mtp_core.papers.p5.frontier import States, debias, simulate, simulated_value
 from mtp_core.papers.p5.scheduler import Policy, score

@@ -88,7 +88,7 @@ def test_embedded_and_paper_dags(dry_run, config):
         (
             "method: {seq_len: 32, val_tokens: 2000, loss: {topn: 32}}",
             "method: {seq_len: 32, val_tokens: 2000, loss: {topn: 0}}",
-            "['loss']['topn']",  # the schema (N >= 1) stops it first
+            "papers.p2.method.loss.topn",  # the schema (N >= 1) stops it first
         ),
         (
             "mtp_k4: {title: MTP, method: {num_heads: 4,",

@@ -3,11 +3,10 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 from mtp_core import model_plan, registry
 from mtp_core.leaderboard import targets as leaderboard_targets
-from mtp_core.config import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec
+from mtp_core.config import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec, validate_schema
 from mtp_core.config import dataset_on_bad_row as on_bad_row_of
 from mtp_core.data.rows import train_data_path
 from mtp_core.train.launch.settings import LauncherConfig
@@ -16,8 +15,8 @@ from mtp_core.hub_mirror import plan as hub_mirror
 from mtp_core.validation import apply_hub_mirror, check_references
 
 
-validate(config, "../schemas/config.schema.yaml")
 try:
+    validate_schema(config)  # the schema (defaults filled): workflow/schemas/config.schema.yaml
     apply_hub_mirror(config)  # the rehearsal: hub references -> their stand-ins in results/hub/ (no mirror: nothing)
     if workflow.is_main_process:  # a cluster job's own Snakemake skips the plan checks its submitter passed
         check_references(config)

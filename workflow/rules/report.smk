@@ -1,4 +1,5 @@
-# Tables and figures of the foundation runs, registered in the Snakemake report.
+# Tables and figures of the foundation runs, registered in the Snakemake report. Local rules, as every paper's
+# tables and figures: seconds of pandas and matplotlib, not worth a cluster job.
 
 
 rule decoding_table:
@@ -13,6 +14,7 @@ rule decoding_table:
         table="decoding",
     log:
         f"{LOGS}/tables/base_decoding.log",
+    localrule: True
     script:
         "../scripts/make_tables.py"
 
@@ -31,6 +33,7 @@ rule evaluation_table:
         table="evaluation",
     log:
         f"{LOGS}/tables/base_evaluation.log",
+    localrule: True
     script:
         "../scripts/make_tables.py"
 
@@ -49,5 +52,6 @@ rule decoding_speed_figure:
         figure="decoding_speed",
     log:
         f"{LOGS}/figures/base_decoding_speed.log",
+    localrule: True
     script:
         "../scripts/make_figures.py"

@@ -7,7 +7,7 @@ snakemake.output[0]    selected_tau.json
 """
 
 from mtp_core.io import log_to_file
-from mtp_core.papers.p4.jobs import choose_tau
+from mtp_core.papers.p4.report import choose_tau
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..io import InputError
+from .catalog import check_params
 
 if TYPE_CHECKING:
     import torch
@@ -131,32 +131,15 @@ def decoders() -> dict[str, type[Decoder]]:
     return dict(sorted(_DECODERS.items()))
 
 
-def registry_name(label: str, params: dict[str, Any]) -> str:
-    """The registered decoder a label stands for: `params["decoder"]` when given (so a sweep can hold
-    several settings of one method under distinct labels, e.g. `static-k4: {decoder: static-k, k: 4}`),
-    else the label itself."""
-    return str(params.get("decoder", label))
-
-
 def decoder_class(label: str, params: dict[str, Any]) -> type[Decoder]:
-    """The registered class `label` stands for, after checking its parameters; an `InputError` names an unknown
-    decoder (with the registered ones) or an unknown parameter (with the accepted ones)."""
-    name = registry_name(label, params)
+    """The registered class `label` stands for, after checking its parameters (`catalog.check_params`, against the
+    classes themselves: an `InputError` names an unknown decoder or parameter)."""
     known = decoders()
-    if name not in known:
-        raise InputError(f"unknown decoder {name!r} (registered: {', '.join(known)})")
-    cls = known[name]
-    unknown = sorted(set(params) - {"decoder"} - set(cls.accepted_params()))
-    if unknown:
-        raise InputError(
-            f"{name}: unknown parameter(s) {', '.join(unknown)} "
-            f"(accepted: {', '.join(cls.accepted_params()) or 'none'})"
-        )
-    return cls
+    return known[check_params(label, params, {name: cls.accepted_params() for name, cls in known.items()})]
 
 
 def build_decoder(label: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:
-    """Instantiate the decoder `label` stands for (see `registry_name`) with its parameters (`decoder_class`)."""
+    """Instantiate the decoder `label` stands for (see `catalog.registry_name`) with its parameters (`decoder_class`)."""
     cls = decoder_class(label, params)
     decoder = cls(model, tokenizer, **{k: v for k, v in params.items() if k != "decoder"})
     decoder.label = label

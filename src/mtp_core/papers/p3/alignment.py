@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -142,12 +141,3 @@ def summarize(frame: pd.DataFrame) -> dict[str, Any]:
             "n": int(len(c)),
         }
     return out
-
-
-def layer_curves(frame: pd.DataFrame) -> pd.DataFrame:
-    """Long frame for the figure: layer, outcome ('accepted' / 'rejected'), mean, std, n."""
-    g = frame.groupby(["layer", "accepted"])["cosine"]
-    out = pd.concat([g.mean().rename("mean"), g.std(ddof=1).rename("std"), g.size().rename("n")], axis=1)
-    out = out.reset_index()
-    out["outcome"] = np.where(out["accepted"], "accepted", "rejected")
-    return out[["layer", "outcome", "mean", "std", "n"]]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import ConfigError
-from ...decoding import decoder_class, decoders
+from ...decoding.catalog import check_decoder, decoder_names
 from ...io import InputError
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
@@ -301,9 +301,9 @@ def check(config: dict) -> None:
                 raise ConfigError(f"{where}.by_bc: key {k!r} is not a block complexity")
         for bc in block_complexities(config):
             try:
-                decoder_class(label, setting_params(config, label, bc))
+                check_decoder(label, setting_params(config, label, bc))
             except InputError as e:
-                key = "decoder" if m["decoder"] not in decoders() else f"params (at BC {bc})"
+                key = "decoder" if m["decoder"] not in decoder_names() else f"params (at BC {bc})"
                 raise ConfigError(f"{where}.{key}: {e}") from None
     for name in EXPERIMENTS:
         kind = "tables" if name in TABLES else "figures"

@@ -229,7 +229,7 @@ def category_figure(
 
 def alignment_figure(curves: pd.DataFrame, png: str | os.PathLike, pdf: str | os.PathLike, title: str = "") -> None:
     """Figure 2: mean cosine similarity (± std band) of mask-token and next-true-token hidden states per layer,
-    for accepted and rejected mask predictions (`mask_alignment.layer_curves`)."""
+    for accepted and rejected mask predictions (`layer_curves`)."""
     with style():
         fig = Figure(figsize=(4.8, 3.2), layout="constrained")
         ax = fig.add_subplot()
@@ -258,3 +258,12 @@ def _model_major(long: pd.DataFrame) -> list[int]:
     """Row order: models in first-appearance order, each model's rows in their current order."""
     first = {m: i for i, m in reversed(list(enumerate(long["model"])))}
     return sorted(range(len(long)), key=lambda i: first[long["model"].iloc[i]])
+
+
+def layer_curves(frame: pd.DataFrame) -> pd.DataFrame:
+    """Long frame for the figure: layer, outcome ('accepted' / 'rejected'), mean, std, n."""
+    g = frame.groupby(["layer", "accepted"])["cosine"]
+    out = pd.concat([g.mean().rename("mean"), g.std(ddof=1).rename("std"), g.size().rename("n")], axis=1)
+    out = out.reset_index()
+    out["outcome"] = np.where(out["accepted"], "accepted", "rejected")
+    return out[["layer", "outcome", "mean", "std", "n"]]

@@ -22,7 +22,6 @@ from ...io import atomic_write_json
 from ...models import LoadedModel
 from ...results import make_result, write_result
 from .cyclic import plt
-from .report import select_tau
 from .speed import measure_layer_costs, random_prompts
 from .split import DMTDSpec
 from .teacher_forced import VANILLA, TFRows, dmtd_scores, encode_tf_rows, setting_metrics, vanilla_scores
@@ -212,11 +211,3 @@ def speed_job(
             extra_settings={"load_1min": load, "prompt_tokens": int(spec["prompt_tokens"])},
         )
         log.info("speed batch %d done (load %.2f at the start)", batch, load)
-
-
-def choose_tau(vanilla_tf: str, tf: Mapping[int, str], speed: Mapping[int, str], threshold: float, out: str) -> dict:
-    """Write the leaderboard's τ choice (`report.select_tau`) to `out`."""
-    chosen = select_tau(vanilla_tf, tf, speed, threshold)
-    atomic_write_json(out, chosen)
-    log.info("selected τ %s (%s)", chosen["params"]["tau"], chosen["rule"])
-    return chosen

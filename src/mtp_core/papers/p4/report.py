@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -27,9 +28,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...io import atomic_write_json
 from ...report.figures import new_figure, save_figure, style
 from ...report.tables import PRIMARY_METRIC, Table
 from ...results import samples_path
+
+log = logging.getLogger(__name__)
 
 TF_KEY = "tf_acc,none"
 
@@ -282,3 +286,11 @@ def select_tau(vanilla_tf: str, tf: Mapping[int, str], speed: Mapping[int, str],
         "threshold": threshold,
         "candidates": cands,
     }
+
+
+def choose_tau(vanilla_tf: str, tf: Mapping[int, str], speed: Mapping[int, str], threshold: float, out: str) -> dict:
+    """Write the leaderboard's τ choice (`report.select_tau`) to `out`."""
+    chosen = select_tau(vanilla_tf, tf, speed, threshold)
+    atomic_write_json(out, chosen)
+    log.info("selected τ %s (%s)", chosen["params"]["tau"], chosen["rule"])
+    return chosen

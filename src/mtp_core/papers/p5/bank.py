@@ -18,11 +18,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...io import InputError
 from ...masks.published import published_tree, published_trees
-from ...masks.tree import TreeBuffers, tree_buffers
+
+if TYPE_CHECKING:
+    from ...masks.tree import TreeBuffers
 
 Paths = tuple[tuple[int, ...], ...]
 ROOT_ONLY = "root_only"  # the tree of no drafts: a plain greedy step (the frontier's `include_greedy`)
@@ -72,6 +74,8 @@ class TopologyBank:
     def __init__(self, trees: Mapping[str, Sequence[Sequence[int]]], settings: Mapping[str, Any] | None = None):
         if not trees:
             raise ValueError("a topology bank needs at least one tree")
+        from ...masks.tree import tree_buffers  # torch: imported by the jobs that build a bank, not by the tables
+
         built = [BankTree(i, canonical(p), tree_buffers(canonical(p))) for i, p in trees.items()]
         self.trees = {t.id: t for t in sorted(built, key=lambda t: (t.n_nodes, t.depth, t.id))}
         self.settings = dict(settings or {})

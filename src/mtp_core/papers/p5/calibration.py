@@ -15,7 +15,8 @@ tokens[i]) the table holds, per head j:
 
 and per state `p0[i]` (the trunk's top-1 probability at the root's distribution, softmax at temperature 1) and
 `entropy[i]` (its entropy in nats, the regime analysis' block-start entropy). A table is a list of `PromptTable`s
-(one per prompt), saved as `table.npz` + `table.json`.
+(one per prompt), saved as `table.npz` + `table.json`; `capture.build_table` computes them from the model (this
+module, the format, needs no torch: the tables and figures read it).
 """
 
 from __future__ import annotations
@@ -28,13 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from ...heads import DraftHeads
-from ...heads.hydra import HydraHeads
 from ...io import InputError, atomic_path, atomic_write_json
-from ...masks.published import MEDUSA_TOPK
-from .capture import Trajectory
 
 MISS = -1
 
@@ -55,71 +51,6 @@ class PromptTable:
     @property
     def n(self) -> int:
         return int(self.tokens.shape[0])
-
-
-def _ranks(logits: torch.Tensor, target: torch.Tensor, topk: int) -> torch.Tensor:
-    """Rank of each row's target index among its logits (number of strictly larger logits), MISS for targets
-    outside the vocabulary (-1) or ranked >= topk."""
-    at = logits.gather(-1, target.clamp(min=0)[:, None])
-    rank = (logits > at).sum(-1)
-    return torch.where((target >= 0) & (rank < topk), rank, MISS)
-
-
-@torch.inference_mode()
-def prompt_table(heads: DraftHeads, traj: Trajectory, lm_head: torch.nn.Module, topk: int = MEDUSA_TOPK) -> PromptTable:
-    """The calibration rows of one greedy trajectory (heads bound to their trunk)."""
-    dev = lm_head.weight.device
-    p, n, k = len(traj.prompt), len(traj.tokens), heads.num_heads
-    h = torch.from_numpy(np.asarray(traj.hidden, dtype=np.float32)).to(dev, lm_head.weight.dtype)
-    toks = torch.tensor(traj.tokens, device=dev)
-    idx = torch.arange(n, device=dev)
-    probs = torch.softmax(lm_head(h[p - 1 : p - 1 + n]).float(), dim=-1)  # the root's distribution per state
-    p0 = probs.max(-1).values
-    entropy = -(probs * torch.log(probs.clamp(min=1e-30))).sum(-1)
-    ranks = torch.full((n, k), MISS, dtype=torch.long, device=dev)
-    chain = torch.zeros(n, k, device=dev)
-    hydra = isinstance(heads, HydraHeads)
-    if hydra:
-        pos = torch.arange(h.shape[0], device=dev)[None]
-        x = heads.prefix_forward(h[None], pos, None, None)[0, p - 1 : p - 1 + n]
-        chain_toks = toks[:, None]
-    else:
-        x = h[p - 1 : p - 1 + n]
-    for j in range(k):
-        target_at = idx + 1 + j  # tokens[i + 1 + j] is head j's target in state i
-        ok = target_at < n
-        if hydra:
-            path = (idx[:, None] + torch.arange(j + 1, device=dev)[None]).clamp(max=n - 1)  # root .. draft j
-            logits = heads.head_logits(j, x, heads.embed(toks[path]))
-            chain_logits = heads.head_logits(j, x, heads.embed(chain_toks))
-            chain_toks = torch.cat([chain_toks, heads.out.token_ids(chain_logits.argmax(-1))[:, None]], dim=1)
-        else:
-            logits = chain_logits = heads.head_logits(x, j)
-        target = heads.out.index_of(torch.where(ok, toks[target_at.clamp(max=n - 1)], -1))
-        ranks[:, j] = _ranks(logits.float(), target, topk)
-        chain[:, j] = torch.softmax(chain_logits.float(), dim=-1).max(-1).values
-    return PromptTable(
-        id="",
-        tokens=np.asarray(traj.tokens, dtype=np.int64),
-        ranks=ranks.cpu().numpy().astype(np.int16),
-        chain=chain.cpu().numpy().astype(np.float32),
-        p0=p0.cpu().numpy().astype(np.float32),
-        entropy=entropy.cpu().numpy().astype(np.float32),
-        prompt_len=p,
-    )
-
-
-def build_table(
-    heads: DraftHeads, trajectories: Sequence[Trajectory], lm_head: torch.nn.Module, ids: Sequence[str]
-) -> list[PromptTable]:
-    out = []
-    for i, t in zip(ids, trajectories):
-        if not t.tokens:
-            continue
-        pt = prompt_table(heads, t, lm_head)
-        pt.id = str(i)
-        out.append(pt)
-    return out
 
 
 FIELDS = ("tokens", "ranks", "chain", "p0", "entropy")

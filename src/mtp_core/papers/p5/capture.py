@@ -1,5 +1,6 @@
 """The trunk's greedy continuations with its last hidden states at every position (paper 5's self-distillation
-data, §1.1 / Medusa `data_generation`, and the calibration of the offline search, spec §4.2).
+data, §1.1 / Medusa `data_generation`, and the calibration of the offline search, spec §4.2), and the calibration
+tables computed from them (`build_table`; the format is `calibration`'s).
 
 Decoded by the tree core itself (`TreeDecoder` drafting nothing: one plain verification forward per token), so
 the tokens are reference greedy's and the hidden states come from the same forward path the heads decoders see;
@@ -20,6 +21,10 @@ import torch
 
 from ...decoding.base import StopCriteria
 from ...decoding.tree import Draft, TreeDecoder, TreeState
+from ...heads import DraftHeads
+from ...heads.hydra import HydraHeads
+from ...masks.published import MEDUSA_TOPK
+from .calibration import MISS, PromptTable
 
 log = logging.getLogger(__name__)
 
@@ -81,4 +86,69 @@ def greedy_trajectories(
             len(prompts),
             gens[0].prefill_s + gens[0].decode_s,
         )
+    return out
+
+
+def _ranks(logits: torch.Tensor, target: torch.Tensor, topk: int) -> torch.Tensor:
+    """Rank of each row's target index among its logits (number of strictly larger logits), MISS for targets
+    outside the vocabulary (-1) or ranked >= topk."""
+    at = logits.gather(-1, target.clamp(min=0)[:, None])
+    rank = (logits > at).sum(-1)
+    return torch.where((target >= 0) & (rank < topk), rank, MISS)
+
+
+@torch.inference_mode()
+def prompt_table(heads: DraftHeads, traj: Trajectory, lm_head: torch.nn.Module, topk: int = MEDUSA_TOPK) -> PromptTable:
+    """The calibration rows of one greedy trajectory (heads bound to their trunk)."""
+    dev = lm_head.weight.device
+    p, n, k = len(traj.prompt), len(traj.tokens), heads.num_heads
+    h = torch.from_numpy(np.asarray(traj.hidden, dtype=np.float32)).to(dev, lm_head.weight.dtype)
+    toks = torch.tensor(traj.tokens, device=dev)
+    idx = torch.arange(n, device=dev)
+    probs = torch.softmax(lm_head(h[p - 1 : p - 1 + n]).float(), dim=-1)  # the root's distribution per state
+    p0 = probs.max(-1).values
+    entropy = -(probs * torch.log(probs.clamp(min=1e-30))).sum(-1)
+    ranks = torch.full((n, k), MISS, dtype=torch.long, device=dev)
+    chain = torch.zeros(n, k, device=dev)
+    hydra = isinstance(heads, HydraHeads)
+    if hydra:
+        pos = torch.arange(h.shape[0], device=dev)[None]
+        x = heads.prefix_forward(h[None], pos, None, None)[0, p - 1 : p - 1 + n]
+        chain_toks = toks[:, None]
+    else:
+        x = h[p - 1 : p - 1 + n]
+    for j in range(k):
+        target_at = idx + 1 + j  # tokens[i + 1 + j] is head j's target in state i
+        ok = target_at < n
+        if hydra:
+            path = (idx[:, None] + torch.arange(j + 1, device=dev)[None]).clamp(max=n - 1)  # root .. draft j
+            logits = heads.head_logits(j, x, heads.embed(toks[path]))
+            chain_logits = heads.head_logits(j, x, heads.embed(chain_toks))
+            chain_toks = torch.cat([chain_toks, heads.out.token_ids(chain_logits.argmax(-1))[:, None]], dim=1)
+        else:
+            logits = chain_logits = heads.head_logits(x, j)
+        target = heads.out.index_of(torch.where(ok, toks[target_at.clamp(max=n - 1)], -1))
+        ranks[:, j] = _ranks(logits.float(), target, topk)
+        chain[:, j] = torch.softmax(chain_logits.float(), dim=-1).max(-1).values
+    return PromptTable(
+        id="",
+        tokens=np.asarray(traj.tokens, dtype=np.int64),
+        ranks=ranks.cpu().numpy().astype(np.int16),
+        chain=chain.cpu().numpy().astype(np.float32),
+        p0=p0.cpu().numpy().astype(np.float32),
+        entropy=entropy.cpu().numpy().astype(np.float32),
+        prompt_len=p,
+    )
+
+
+def build_table(
+    heads: DraftHeads, trajectories: Sequence[Trajectory], lm_head: torch.nn.Module, ids: Sequence[str]
+) -> list[PromptTable]:
+    out = []
+    for i, t in zip(ids, trajectories):
+        if not t.tokens:
+            continue
+        pt = prompt_table(heads, t, lm_head)
+        pt.id = str(i)
+        out.append(pt)
     return out

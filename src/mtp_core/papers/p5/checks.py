@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...config import ConfigError
-from ...decoding import decoder_class, decoders
+from ...decoding.catalog import check_decoder, decoder_names
 from ...io import InputError
 from ...masks.published import published_trees
 from .plan import (
@@ -124,7 +124,7 @@ def check(config: dict) -> None:
         )
     for label, m in methods(config).items():
         key = f"papers.p5.methods.{label}"
-        if m["decoder"] not in decoders():
+        if m["decoder"] not in decoder_names():
             raise ConfigError(f"{key}.decoder: decoder {m['decoder']!r} is not registered")
         if "heads" in m:
             _need(section(config).get("heads") or {}, m["heads"], f"{key}.heads", "heads")
@@ -144,7 +144,7 @@ def check(config: dict) -> None:
             if on is not None and off is not None and float(off) > float(on):
                 raise ConfigError(f"{key}: tau_off {off} > tau_on {on} (the hysteresis needs tau_off <= tau_on)")
         try:
-            decoder_class(label, {k: v for k, v in m.items() if k != "title"})
+            check_decoder(label, {k: v for k, v in m.items() if k != "title"})
         except InputError as e:
             raise ConfigError(f"{key}: {e}") from None
     if any(f > 1 for f in fs.hysteresis):

@@ -18,8 +18,7 @@ from ...masks.published import MEDUSA_TOPK
 from ...models import LoadedModel
 from ...results import samples_path
 from .bank import TopologyBank, resolve_tree
-from .calibration import build_table
-from .capture import greedy_trajectories
+from .capture import build_table, greedy_trajectories
 from .engines import Engine, OfflineEngine, Run
 from .frontier import States, simulate
 from .rollout import RolloutEngine

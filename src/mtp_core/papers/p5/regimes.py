@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from .calibration import PromptTable
 from .frontier import States, accept_all, trajectory
@@ -153,6 +152,8 @@ def classifier_auroc(
     }
     if not n_test or test.all() or len(np.unique(y[~test])) < 2:
         return out
+    import torch  # the classifier's only: the figures and tables read FEATURES without it
+
     mu, sd = x[~test].mean(0), x[~test].std(0)
     sd[sd == 0] = 1.0
     xt = torch.tensor((x - mu) / sd, dtype=torch.float32)

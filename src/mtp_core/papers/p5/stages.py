@@ -23,8 +23,8 @@ from ...io import atomic_path, atomic_write_json
 from ...masks.published import MEDUSA_TOPK
 from ...models import LoadedModel
 from .bank import ROOT_ONLY, Paths, TopologyBank, canonical, resolve_tree
-from .calibration import PromptTable, build_table, write_table
-from .capture import greedy_trajectories
+from .calibration import PromptTable, write_table
+from .capture import build_table, greedy_trajectories
 from .engines import Engine, Run, static_policy
 from .frontier import FRONTIER_MODES, assemble_search, debias, kendall_tau, search_stop
 from .regimes import FEATURES, regime_summary, step_rows

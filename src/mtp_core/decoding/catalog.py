@@ -1,0 +1,99 @@
+"""The registered decoders' names and accepted parameters without importing them: what the plan checks need
+(`check_decoder`), so that `snakemake -n` and every Snakemake process start without torch (about 7 s of the
+13 s a dry run took).
+
+The catalog is read from the decoder classes once (`base.decoders()`) and kept in the user's cache directory
+under a stamp of the source of every package that can define a decoder or its parameters (the `mtp_core`
+package and each registered paper's), so that any edit to that code makes a new one; like Python's own bytecode
+cache, a stale entry cannot be read. `decoder_class` (in the jobs, which load the classes anyway) checks a label
+against the classes themselves, by the same rule (`check_params`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..io import InputError, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+
+def cache_dir() -> Path:
+    """`$MTP_REPRO_CACHE`, else `$XDG_CACHE_HOME/mtp-repro`, else `~/.cache/mtp-repro`."""
+    if os.environ.get("MTP_REPRO_CACHE"):
+        return Path(os.environ["MTP_REPRO_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtp-repro"
+
+
+def registry_name(label: str, params: Mapping[str, Any]) -> str:
+    """The registered decoder a label stands for: `params["decoder"]` when given (so a sweep can hold
+    several settings of one method under distinct labels, e.g. `static-k4: {decoder: static-k, k: 4}`),
+    else the label itself."""
+    return str(params.get("decoder", label))
+
+
+def check_params(label: str, params: Mapping[str, Any], accepted: Mapping[str, Sequence[str]]) -> str:
+    """The registered name `label` stands for, after checking it against `accepted` (name -> its parameters); an
+    `InputError` names an unknown decoder (with the registered ones) or an unknown parameter (with the accepted
+    ones)."""
+    name = registry_name(label, params)
+    if name not in accepted:
+        raise InputError(f"unknown decoder {name!r} (registered: {', '.join(sorted(accepted))})")
+    unknown = sorted(set(params) - {"decoder"} - set(accepted[name]))
+    if unknown:
+        raise InputError(
+            f"{name}: unknown parameter(s) {', '.join(unknown)} (accepted: {', '.join(accepted[name]) or 'none'})"
+        )
+    return name
+
+
+def _source_stamp() -> str:
+    """A hash of every `.py` file of the packages that hold decoders: `mtp_core` and each registered paper's
+    decoder modules' top-level package (found without importing the modules)."""
+    from .. import registry
+
+    roots = {Path(__file__).resolve().parents[1]}
+    for paper in registry.papers().values():
+        for module in paper.decoders:
+            spec = importlib.util.find_spec(module.split(".")[0])
+            if spec is not None and spec.submodule_search_locations:
+                roots.update(Path(p).resolve() for p in spec.submodule_search_locations)
+    digest = hashlib.sha256()
+    for root in sorted(roots):
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def catalog() -> dict[str, tuple[str, ...]]:
+    """Every registered decoder's accepted parameters by name (module docstring)."""
+    path = cache_dir() / f"decoders-{_source_stamp()}.json"
+    try:
+        return {name: tuple(params) for name, params in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):
+        pass
+    from .base import decoders
+
+    out = {name: cls.accepted_params() for name, cls in decoders().items()}
+    try:
+        atomic_write_json(path, out)
+    except OSError as e:  # a read-only home: the next check imports the decoders again
+        log.warning("decoder catalog not cached at %s: %s", path, e)
+    return out
+
+
+def check_decoder(label: str, params: Mapping[str, Any]) -> str:
+    """`check_params` against the catalog: the plan checks' question, answered without torch."""
+    return check_params(label, params, catalog())
+
+
+def decoder_names() -> list[str]:
+    """Every registered decoder's name (from the catalog)."""
+    return sorted(catalog())
