@@ -41,9 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, run_bench  # noqa: E402
-from mtp_core.decoding.base import GenerationResult  # noqa: E402
+from mtp_core.decoding.base import GenerationResult, registry_name  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
-from mtp_core.decoding.catalog import registry_name  # noqa: E402
 from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
 from mtp_core.papers.p1.decoders import ConfAdaptDecoder, StaticKDecoder  # noqa: E402
 from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402

@@ -17,7 +17,7 @@ _WHERE = {
     "decoder_class": "base",
     "decoders": "base",
     "register_decoder": "base",
-    "registry_name": "catalog",
+    "registry_name": "base",
     "check_decoder": "catalog",
     "decoder_names": "catalog",
     "CostModel": "cost",

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .catalog import check_params
+from ..io import InputError
 
 if TYPE_CHECKING:
     import torch
@@ -131,15 +131,37 @@ def decoders() -> dict[str, type[Decoder]]:
     return dict(sorted(_DECODERS.items()))
 
 
+def registry_name(label: str, params: Mapping[str, Any]) -> str:
+    """The registered decoder a label stands for: `params["decoder"]` when given (so a sweep can hold
+    several settings of one method under distinct labels, e.g. `static-k4: {decoder: static-k, k: 4}`),
+    else the label itself."""
+    return str(params.get("decoder", label))
+
+
+def check_params(label: str, params: Mapping[str, Any], accepted: Mapping[str, Sequence[str]]) -> str:
+    """The registered name `label` stands for, after checking it against `accepted` (name -> its parameters); an
+    `InputError` names an unknown decoder (with the registered ones) or an unknown parameter (with the accepted
+    ones)."""
+    name = registry_name(label, params)
+    if name not in accepted:
+        raise InputError(f"unknown decoder {name!r} (registered: {', '.join(sorted(accepted))})")
+    unknown = sorted(set(params) - {"decoder"} - set(accepted[name]))
+    if unknown:
+        raise InputError(
+            f"{name}: unknown parameter(s) {', '.join(unknown)} (accepted: {', '.join(accepted[name]) or 'none'})"
+        )
+    return name
+
+
 def decoder_class(label: str, params: dict[str, Any]) -> type[Decoder]:
-    """The registered class `label` stands for, after checking its parameters (`catalog.check_params`, against the
+    """The registered class `label` stands for, after checking its parameters (`check_params`, against the
     classes themselves: an `InputError` names an unknown decoder or parameter)."""
     known = decoders()
     return known[check_params(label, params, {name: cls.accepted_params() for name, cls in known.items()})]
 
 
 def build_decoder(label: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:
-    """Instantiate the decoder `label` stands for (see `catalog.registry_name`) with its parameters (`decoder_class`)."""
+    """Instantiate the decoder `label` stands for (see `registry_name`) with its parameters (`decoder_class`)."""
     cls = decoder_class(label, params)
     decoder = cls(model, tokenizer, **{k: v for k, v in params.items() if k != "decoder"})
     decoder.label = label

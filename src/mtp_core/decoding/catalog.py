@@ -5,8 +5,8 @@
 The catalog is read from the decoder classes once (`base.decoders()`) and kept in the user's cache directory
 under a stamp of the source of every package that can define a decoder or its parameters (the `mtp_core`
 package and each registered paper's), so that any edit to that code makes a new one; like Python's own bytecode
-cache, a stale entry cannot be read. `decoder_class` (in the jobs, which load the classes anyway) checks a label
-against the classes themselves, by the same rule (`check_params`).
+cache, a stale entry cannot be read. `base.decoder_class` (in the jobs, which load the classes anyway) checks a
+label against the classes themselves, by the same rule (`base.check_params`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import importlib.util
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..io import InputError, atomic_write_json
+from ..io import atomic_write_json
+from .base import check_params, decoders
 
 log = logging.getLogger(__name__)
 
@@ -30,28 +31,6 @@ def cache_dir() -> Path:
     if os.environ.get("MTP_REPRO_CACHE"):
         return Path(os.environ["MTP_REPRO_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtp-repro"
-
-
-def registry_name(label: str, params: Mapping[str, Any]) -> str:
-    """The registered decoder a label stands for: `params["decoder"]` when given (so a sweep can hold
-    several settings of one method under distinct labels, e.g. `static-k4: {decoder: static-k, k: 4}`),
-    else the label itself."""
-    return str(params.get("decoder", label))
-
-
-def check_params(label: str, params: Mapping[str, Any], accepted: Mapping[str, Sequence[str]]) -> str:
-    """The registered name `label` stands for, after checking it against `accepted` (name -> its parameters); an
-    `InputError` names an unknown decoder (with the registered ones) or an unknown parameter (with the accepted
-    ones)."""
-    name = registry_name(label, params)
-    if name not in accepted:
-        raise InputError(f"unknown decoder {name!r} (registered: {', '.join(sorted(accepted))})")
-    unknown = sorted(set(params) - {"decoder"} - set(accepted[name]))
-    if unknown:
-        raise InputError(
-            f"{name}: unknown parameter(s) {', '.join(unknown)} (accepted: {', '.join(accepted[name]) or 'none'})"
-        )
-    return name
 
 
 def _source_stamp() -> str:
@@ -79,8 +58,6 @@ def catalog() -> dict[str, tuple[str, ...]]:
         return {name: tuple(params) for name, params in json.loads(path.read_text()).items()}
     except (OSError, ValueError):
         pass
-    from .base import decoders
-
     out = {name: cls.accepted_params() for name, cls in decoders().items()}
     try:
         atomic_write_json(path, out)
@@ -90,7 +67,7 @@ def catalog() -> dict[str, tuple[str, ...]]:
 
 
 def check_decoder(label: str, params: Mapping[str, Any]) -> str:
-    """`check_params` against the catalog: the plan checks' question, answered without torch."""
+    """`base.check_params` against the catalog: the plan checks' question, answered without torch."""
     return check_params(label, params, catalog())
 
 
