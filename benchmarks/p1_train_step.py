@@ -37,10 +37,11 @@ sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.data.rows import read_rows  # noqa: E402
 from mtp_core.io import atomic_write_json  # noqa: E402
-from mtp_core.papers.p1.losses import P1LossConfig, ntp_loss, p1_loss  # noqa: E402
+from mtp_core.papers.p1.losses import ntp_loss, p1_loss  # noqa: E402
 from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402
 from mtp_core.papers.p1.masks import build_blocked_batch  # noqa: E402
-from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens  # noqa: E402
+from mtp_core.papers.p1.settings import P1Config, P1LossConfig  # noqa: E402
+from mtp_core.papers.p1.train import encode_examples, max_row_tokens  # noqa: E402
 
 TINY = {
     "source": "tiny",

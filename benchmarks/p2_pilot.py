@@ -32,7 +32,8 @@ from mtp_core.io import atomic_write_json
 from mtp_core.model_plan import model_dir
 from mtp_core.models import load_model
 from mtp_core.papers.p2.data import Windows, trunk_features, write_features
-from mtp_core.papers.p2.losses import P2LossConfig, p2_loss
+from mtp_core.papers.p2.losses import p2_loss
+from mtp_core.papers.p2.settings import P2LossConfig
 from mtp_core.papers.p2.train import train_p2
 from mtp_core.train.checkpoint import step_dir_name
 from mtp_core.validation import load_config

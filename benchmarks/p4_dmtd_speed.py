@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO / "src"))
 from mtp_core.bench import run_bench  # noqa: E402
 from mtp_core.models import load_model, prepare_base_model  # noqa: E402
 from mtp_core.papers.p4.cyclic import plt  # noqa: E402
+from mtp_core.papers.p4.settings import DMTDSpec  # noqa: E402
 from mtp_core.papers.p4.speed import measure_layer_costs, random_prompts  # noqa: E402
-from mtp_core.papers.p4.split import DMTDSpec  # noqa: E402
 
 SMOLLM2 = {
     "source": "gguf",

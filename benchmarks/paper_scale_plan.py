@@ -111,7 +111,7 @@ def p1_training(config: dict, run: str, cache: dict) -> Training:
     """Paper 1: the student trains whole; the teacher (objectives but gt) is its frozen copy, sharded too."""
     from mtp_core.papers.p1 import plan as p1
     from mtp_core.papers.p1.masks import blocked_layout
-    from mtp_core.papers.p1.train import P1Config
+    from mtp_core.papers.p1.settings import P1Config
 
     plan = p1.run_plan(config, run)
     cfg = P1Config.from_dict(plan.method)
@@ -161,7 +161,8 @@ def p2_training(config: dict, run: str, cache: dict) -> Training:
     outside it, frozen and sharded)."""
     from mtp_core.heads.deepseek import DeepSeekMTPHeads
     from mtp_core.papers.p2 import plan as p2
-    from mtp_core.papers.p2.train import P2Config, P2Model
+    from mtp_core.papers.p2.settings import P2Config
+    from mtp_core.papers.p2.train import P2Model
 
     plan = p2.run_plan(config, run)
     cfg = P2Config.from_dict(plan.method)
@@ -236,7 +237,7 @@ def p4_training(config: dict, run: str, cache: dict) -> Training:
     """Paper 4: the whole model trains (embeddings unless train_embeddings false) on packed rows of max_tokens."""
     from mtp_core.papers.p4 import plan as p4
     from mtp_core.papers.p4.epochs import resolve_train
-    from mtp_core.papers.p4.train import DMTDConfig
+    from mtp_core.papers.p4.settings import DMTDConfig
 
     plan = p4.run_plan(config, run)
     cfg = DMTDConfig.from_dict(plan.method)

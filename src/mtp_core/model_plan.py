@@ -136,7 +136,7 @@ def check(config: dict) -> None:
     `train` / `sft` / `launcher` build their configs and the batch splits over the launcher's processes. Raises ConfigError naming the key."""
     from .train.config import TrainConfig
     from .train.launch.settings import check_training
-    from .train.sft import SFTConfig
+    from .train.sft_settings import SFTConfig
 
     models, datasets = config["models"], config["datasets"]
     for name, spec in models.items():

@@ -18,7 +18,8 @@ from mtp_core.decoding import StopCriteria
 from mtp_core.models import LoadedModel, load_model, prepare_base_model
 from mtp_core.papers.p5.capture import greedy_trajectories
 from mtp_core.papers.p5.selfdistill import SelfDistillData, write_selfdistill
-from mtp_core.papers.p5.train import HeadsTrainConfig, train_heads
+from mtp_core.papers.p5.settings import HeadsTrainConfig
+from mtp_core.papers.p5.train import train_heads
 from mtp_core.train.config import TrainConfig
 
 from ..conftest import tiny_spec

@@ -135,6 +135,22 @@ def test_tables_and_figures_load_without_torch():
     assert proc.stdout.strip() == "False"
 
 
+def test_training_method_checks_load_without_torch():
+    """Every registered training method's settings check (`registry.Method.check`, which the workflow's plan checks
+    run on every Snakemake parse) resolves without importing torch: the config classes it validates and its
+    `MethodSettings` live in torch-free modules, the entry beside the training code."""
+    code = (
+        "import sys\n"
+        "from mtp_core.train.launch.methods import methods, resolve\n"
+        "for m in methods().values():\n"
+        "    resolve(m.check)\n"
+        "print(sorted(methods()), 'torch' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("] False"), proc.stdout
+
+
 def test_nothing_refers_to_files_outside_the_repository():
     """A user's clone has no design notes or paper texts beside it: no tracked file names them (the patterns are
     built here so that this file does not match them)."""

@@ -1,5 +1,5 @@
-"""`launch.methods.TrainingMethod`: a method's check and entry made from what is its own (its section and config,
-its train function, its hooks); the shared settings check runs for every method it makes."""
+"""`launch.methods.MethodSettings` and `TrainingMethod`: a method's check and entry made from what is its own (its
+section and config, its hooks; its train function); the shared settings check runs for every method made."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mtp_core.config import section_keys
-from mtp_core.train.launch.methods import TrainingMethod, check_settings, get_method, resolve
+from mtp_core.train.launch.methods import MethodSettings, TrainingMethod, check_settings, get_method, resolve
 
 TRAIN = {"max_steps": 1}
 
@@ -34,7 +34,8 @@ def _loaded(settings: dict) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return ("model", settings["data"]), {"seed": settings.get("seed", 0)}
 
 
-TOY = TrainingMethod("toy", "toy", ToyConfig.from_dict, _record, keys=("seed",), load=_loaded)
+TOY_SETTINGS = MethodSettings("toy", "toy", ToyConfig.from_dict, keys=("seed",))
+TOY = TrainingMethod(TOY_SETTINGS, _record, load=_loaded)
 
 
 @pytest.fixture
@@ -47,14 +48,14 @@ def settings(tmp_path: Path) -> dict:
 def test_the_shared_check_runs_for_a_made_method(settings, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=r"toy settings: unknown setting\(s\) bogus \(known: .*base_dir.*seed"):
-        TOY.check({**settings, "bogus": 1})
+        TOY_SETTINGS.check({**settings, "bogus": 1})
     with pytest.raises(ValueError, match="toy settings.data: nope.jsonl does not exist"):
-        TOY.check({**settings, "data": "nope.jsonl"})
+        TOY_SETTINGS.check({**settings, "data": "nope.jsonl"})
     with pytest.raises(ValueError, match="toy settings: 'train' is required"):
-        TOY.check({k: v for k, v in settings.items() if k != "train"})
+        TOY_SETTINGS.check({k: v for k, v in settings.items() if k != "train"})
     with pytest.raises(ValueError, match="toy: unknown key"):
-        TOY.check({**settings, "toy": {"height": 1}})
-    assert TOY.check({**settings, "data": "train.jsonl"})["data"] == str(tmp_path / "train.jsonl")
+        TOY_SETTINGS.check({**settings, "toy": {"height": 1}})
+    assert TOY_SETTINGS.check({**settings, "data": "train.jsonl"})["data"] == str(tmp_path / "train.jsonl")
 
 
 def test_hooks_run_around_the_shared_check_in_order(settings):
@@ -72,11 +73,10 @@ def test_hooks_run_around_the_shared_check_in_order(settings):
         calls.append("finish")
         return {**s, "done": True}
 
-    method = TrainingMethod(
+    method = MethodSettings(
         "toy",
         "toy",
         ToyConfig.from_dict,
-        _record,
         keys=("data", "model", "train"),
         settings_check=shared,
         prepare=prepare,
@@ -87,9 +87,7 @@ def test_hooks_run_around_the_shared_check_in_order(settings):
     assert out["train"]["lr"] == 0.5 and out["done"]
     own = partial(check_settings, required=("toy",), paths=())
     with pytest.raises(ValueError, match="toy settings: 'toy' is required"):
-        TrainingMethod("toy", "toy", ToyConfig.from_dict, _record, keys=("train",), settings_check=own).check(
-            {"train": TRAIN}
-        )
+        MethodSettings("toy", "toy", ToyConfig.from_dict, keys=("train",), settings_check=own).check({"train": TRAIN})
 
 
 def test_the_entry_passes_the_inputs_section_and_job(settings, tmp_path):
@@ -101,10 +99,12 @@ def test_the_entry_passes_the_inputs_section_and_job(settings, tmp_path):
 
 @pytest.mark.parametrize("name", ["sft", "p1", "p2", "p4", "p5_heads"])
 def test_registered_methods_are_made_by_the_factory(name):
-    """Every registered method's check and entry are a `TrainingMethod`'s, under the paths its `Method` names (the
-    entry's path is part of a run's stamp: `records.trajectory_hash`)."""
+    """Every registered method's entry is a `TrainingMethod`'s, under the path its `Method` names (part of a run's
+    stamp: `records.trajectory_hash`, so unchanged), and its check that method's `MethodSettings`', in a module
+    importing no torch (`test_house`)."""
     m = get_method(name)
-    assert m.entry.endswith(":launch_entry") and m.check.endswith(":launch_check")
+    assert m.entry.endswith(".train:launch_entry") or m.entry == "mtp_core.train.sft:launch_entry"
+    assert m.check.endswith("settings:launch_check")
     entry, check = resolve(m.entry), resolve(m.check)
-    assert isinstance(entry.__self__, TrainingMethod) and check.__self__ is entry.__self__
-    assert entry.__self__.name == name
+    assert isinstance(entry.__self__, TrainingMethod) and check.__self__ is entry.__self__.settings
+    assert check.__self__.name == name

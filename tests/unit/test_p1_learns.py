@@ -12,9 +12,10 @@ import torch
 
 from mtp_core.decoding import build_decoder
 from mtp_core.models import LoadedModel, tiny_model, tiny_tokenizer
-from mtp_core.papers.p1.losses import P1LossConfig, p1_loss
+from mtp_core.papers.p1.losses import p1_loss
 from mtp_core.papers.p1.masks import build_blocked_batch
-from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens, train_p1
+from mtp_core.papers.p1.settings import P1Config, P1LossConfig
+from mtp_core.papers.p1.train import encode_examples, max_row_tokens, train_p1
 from mtp_core.train.sft import train_sft
 
 from ..conftest import tiny_spec

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from mtp_core.models import CHATML_TEMPLATE, load_model, prepare_base_model, tiny_tokenizer, without_default_system
-from mtp_core.papers.p1.losses import P1LossConfig, p1_loss
+from mtp_core.papers.p1.losses import p1_loss
 from mtp_core.papers.p1.masks import build_blocked_batch
+from mtp_core.papers.p1.settings import P1LossConfig
 from mtp_core.papers.p1.train import encode_examples
 
 from ..conftest import tiny_spec

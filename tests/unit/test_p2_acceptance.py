@@ -21,7 +21,7 @@ from mtp_core.models import load_model, prepare_base_model
 from mtp_core.papers.p2.acceptance import simulate_steps, teacher_forced_match
 from mtp_core.papers.p2.decoder import MTPSpecDecoder
 from mtp_core.papers.p2.evaluate import acceptance_job, read_reference, reference_job, topn_mass, validation_metrics
-from mtp_core.papers.p2.losses import P2LossConfig
+from mtp_core.papers.p2.settings import P2LossConfig
 from mtp_core.papers.p2.speed import modeled_steps, speed_job
 from mtp_core.results import samples_path
 

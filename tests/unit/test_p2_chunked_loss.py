@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from mtp_core.papers.p2.chunked import chunk_positions, p2_loss_hidden
-from mtp_core.papers.p2.losses import P2LossConfig, p2_loss, scored
+from mtp_core.papers.p2.losses import p2_loss, scored
+from mtp_core.papers.p2.settings import P2LossConfig
 
 B, S, D, V, K = 2, 11, 8, 37, 3  # 10 targets per window
 

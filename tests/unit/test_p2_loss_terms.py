@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from mtp_core.papers.p2.losses import P2LossConfig, p2_loss
+from mtp_core.papers.p2.losses import p2_loss
+from mtp_core.papers.p2.settings import P2LossConfig
 
 B, S, V, K, N = 2, 7, 11, 2, 4
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mtp_core.papers.p2.losses import P2LossConfig, aligned, p2_loss, scored, teachers, topn_kl
+from mtp_core.papers.p2.losses import aligned, p2_loss, scored, teachers, topn_kl
+from mtp_core.papers.p2.settings import P2LossConfig
 
 T = torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0, -2.0])  # teacher logits, V = 6: Top-3 = {0, 1, 2}
 S = torch.tensor([0.0, 1.5, 0.2, 3.0, -0.5, 0.1])  # student logits: its own Top-3 = {3, 1, 2}

@@ -20,7 +20,8 @@ from mtp_core.papers.p4.cyclic import (
     training_offsets,
 )
 from mtp_core.papers.p4.decoder import DMTDDecoder, DMTDState
-from mtp_core.papers.p4.split import DMTDSpec, dmtd_hooks, parallel_logits
+from mtp_core.papers.p4.settings import DMTDSpec
+from mtp_core.papers.p4.split import dmtd_hooks, parallel_logits
 
 from ..conftest import tiny_spec
 

@@ -19,8 +19,8 @@ from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.models import LoadedModel, tiny_model, tiny_tokenizer
 from mtp_core.papers.p4 import speed
 from mtp_core.papers.p4.jobs import write_tf_results
+from mtp_core.papers.p4.settings import CONFIG_KEY, DMTDSpec
 from mtp_core.papers.p4.speed import measure_layer_costs, modeled_speedup, random_prompts
-from mtp_core.papers.p4.split import CONFIG_KEY, DMTDSpec
 from mtp_core.papers.p4.teacher_forced import SCHEDULES, Tally, TFRows, dmtd_scores, vanilla_scores
 
 from ..conftest import tiny_spec

@@ -13,8 +13,9 @@ from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.models import load_model, prepare_base_model, tiny_model, tiny_tokenizer
 from mtp_core.papers.p4.cyclic import training_mask
 from mtp_core.papers.p4.report import warmup_of
-from mtp_core.papers.p4.split import DMTDSpec, dmtd_config, parallel_logits
-from mtp_core.papers.p4.train import DMTDConfig, P4Step, encode_p4_rows, prepare_model
+from mtp_core.papers.p4.settings import DMTDConfig, DMTDSpec, dmtd_config
+from mtp_core.papers.p4.split import parallel_logits
+from mtp_core.papers.p4.train import P4Step, encode_p4_rows, prepare_model
 from mtp_core.train import MicroBatchSpec, TrainConfig, read_curves, train
 from mtp_core.train.loop import StepContext
 from mtp_core.train.sft import SFTBatches

@@ -11,14 +11,13 @@ import torch
 from mtp_core.heads import load_heads
 from mtp_core.heads.hydra import HydraHeads
 from mtp_core.heads.medusa import MedusaHeads
+from mtp_core.papers.p5.settings import HeadsTrainConfig, launch_check
 from mtp_core.papers.p5.train import (
     HeadsBatches,
     HeadsObjective,
-    HeadsTrainConfig,
     draft_vocabulary,
     heads_accuracy,
     holdout_rows,
-    launch_check,
     train_heads,
 )
 from mtp_core.train.config import TrainConfig

@@ -17,7 +17,8 @@ from mtp_core.data.rows import render_example, render_prompt
 from mtp_core.models import tiny_model, tiny_tokenizer
 from mtp_core.train import MicroBatchSpec, TrainConfig, train
 from mtp_core.train.launch import launch
-from mtp_core.train.sft import IGNORE, SFTBatches, SFTConfig, SFTStep, encode_rows, pack_rows, sft_loss
+from mtp_core.train.sft import IGNORE, SFTBatches, SFTStep, encode_rows, pack_rows, sft_loss
+from mtp_core.train.sft_settings import SFTConfig
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, tiny_spec

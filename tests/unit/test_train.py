@@ -14,13 +14,8 @@ from mtp_core.data.rows import render_example
 from mtp_core.models import tiny_model, tiny_tokenizer
 from mtp_core.papers.p1.losses import p1_loss
 from mtp_core.papers.p1.mask_token import MTP_TOKEN, add_mask_token
-from mtp_core.papers.p1.train import (
-    P1Batches,
-    P1Config,
-    P1Step,
-    encode_examples,
-    max_row_tokens,
-)
+from mtp_core.papers.p1.settings import P1Config
+from mtp_core.papers.p1.train import P1Batches, P1Step, encode_examples, max_row_tokens
 from mtp_core.train import (
     LocalDist,
     MicroBatchSpec,

@@ -17,7 +17,8 @@ from mtp_core.io import atomic_write_json, atomic_write_text, log_to_file
 from mtp_core.models import load_model
 from mtp_core.papers.p1.confidence import binned, confidence_vs_teacher_loss, correlations, response_regions
 from mtp_core.papers.p1.mask_token import add_mask_token
-from mtp_core.papers.p1.train import P1Config, encode_examples, max_row_tokens
+from mtp_core.papers.p1.settings import P1Config
+from mtp_core.papers.p1.train import encode_examples, max_row_tokens
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -18,7 +18,7 @@ from mtp_core.io import log_to_file
 from mtp_core.papers.p2.data import Windows
 from mtp_core.papers.p2.evaluate import acceptance_job, validation_metrics
 from mtp_core.papers.p2.jobs import load_main
-from mtp_core.papers.p2.train import P2Config
+from mtp_core.papers.p2.settings import P2Config
 
 smk = snakemake
 log_to_file(smk.log[0])

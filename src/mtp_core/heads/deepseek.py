@@ -33,10 +33,9 @@ from torch import nn
 from transformers import AutoConfig, PretrainedConfig
 from transformers.masking_utils import create_causal_mask
 
+from ..head_options import CONCAT, INITS
 from .store import DraftHeads, register_heads
 
-CONCAT = ("emb_first", "hidden_first")
-INITS = ("copy_last", "normal")
 _DROP = ("architectures", "_name_or_path", "transformers_version", "auto_map", "quantization_config")
 
 

@@ -37,42 +37,16 @@ from typing import Any
 
 import torch
 
-from ..config import section_keys
-from ..data.rows import TEMPLATES, render_example, render_prompt, resolve_template, response_start
+from ..data.rows import render_example, render_prompt, resolve_template, response_start
 from ..losses import token_cross_entropy
 from .checkpoint import export_hf
 from .config import TrainConfig
 from .launch.methods import TrainingMethod
 from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, train
+from .sft_settings import SETTINGS, SFTConfig
 
 log = logging.getLogger(__name__)
-LOSS_ON = ("response", "all")
 IGNORE = -100
-
-
-@dataclass(frozen=True)
-class SFTConfig:
-    """`max_tokens` per row (longer rows are truncated, and counted in the log) and per packed sequence;
-    `template` auto | chat | plain (auto: the model's `chat_template` flag); `loss_on` response | all;
-    `shuffle`, `seed` of the row order."""
-
-    max_tokens: int = 512
-    template: str = "auto"
-    loss_on: str = "response"
-    shuffle: bool = True
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.template not in TEMPLATES:
-            raise ValueError(f"sft.template: {self.template!r} is not one of {', '.join(TEMPLATES)}")
-        if self.loss_on not in LOSS_ON:
-            raise ValueError(f"sft.loss_on: {self.loss_on!r} is not one of {', '.join(LOSS_ON)}")
-        if self.max_tokens < 2:
-            raise ValueError(f"sft.max_tokens must be >= 2, got {self.max_tokens}")
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> SFTConfig:
-        return cls(**section_keys(cls, d, "sft"))
 
 
 def encode_rows(rows: Sequence[dict], tokenizer: Any, cfg: SFTConfig, template: str) -> list[tuple[list[int], int]]:
@@ -260,6 +234,5 @@ def train_sft(
 
 # ------------------------------------------------------------------------------------- launcher method `sft`
 
-# settings (`source: finetuned` models; `model_plan.finetune_settings`): those of `check_model_data_train` and `sft`
-LAUNCH = TrainingMethod("sft", "sft", SFTConfig.from_dict, train_sft)
-launch_check, launch_entry = LAUNCH.check, LAUNCH.entry
+LAUNCH = TrainingMethod(SETTINGS, train_sft)
+launch_entry = LAUNCH.entry

@@ -20,7 +20,7 @@ PAPER = Paper(
         Method(
             "p1",
             "mtp_core.papers.p1.train:launch_entry",
-            "mtp_core.papers.p1.train:launch_check",
+            "mtp_core.papers.p1.settings:launch_check",
             "mtp_core.papers.p1.plan:from_config",
         ),
     ),

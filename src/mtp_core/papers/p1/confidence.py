@@ -29,8 +29,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .losses import P1LossConfig, p1_loss
+from .losses import p1_loss
 from .masks import build_blocked_batch, draw_k_offset
+from .settings import P1LossConfig
 
 COLUMNS = [
     "row",

@@ -49,14 +49,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ...config import section_keys
 from ...losses import token_cross_entropy
 from .masks import BlockedBatch
-
-OBJECTIVES = ("hard_teacher", "soft_teacher", "gt", "eq3")
-READOUTS = ("argmax", "sample")
-ATTENTION = ("auto", "dense", "flex")
-
+from .settings import P1LossConfig
 
 # ----------------------------------------------------------------------------------------------------------
 # Eq. (3)
@@ -77,41 +72,6 @@ def sequence_weighted_nll(
 
 # ----------------------------------------------------------------------------------------------------------
 # configuration
-
-
-@dataclass(frozen=True)
-class P1LossConfig:
-    """What the P1 loss computes (config section `p1.loss` keys, same names).
-
-    objective: hard_teacher | soft_teacher | gt | eq3 (module docstring); prefix_weight: weight of the prefix
-    NTP loss (0 = off, the main runs; 1 = Table 5 "Prefix Loss"); entropy_weight: beta of the student entropy
-    term (0 = off); student_readout: argmax (paper) | sample; attention: auto (flex BlockMask when the model
-    runs flex_attention, else a dense mask) | dense | flex; per_position_metrics: log accuracy/confidence per
-    prediction position j < metrics_k_max.
-    """
-
-    objective: str = "hard_teacher"
-    prefix_weight: float = 0.0
-    entropy_weight: float = 0.0
-    student_readout: str = "argmax"
-    attention: str = "auto"
-    per_position_metrics: bool = True
-    metrics_k_max: int = 16
-
-    def __post_init__(self) -> None:
-        for name, allowed in (("objective", OBJECTIVES), ("student_readout", READOUTS), ("attention", ATTENTION)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"p1.loss.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
-        if self.prefix_weight < 0:
-            raise ValueError(f"p1.loss.prefix_weight must be >= 0, got {self.prefix_weight}")
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> P1LossConfig:
-        return cls(**section_keys(cls, d, "p1.loss"))
-
-    @property
-    def needs_teacher(self) -> bool:
-        return self.objective != "gt"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -190,7 +150,7 @@ def p1_loss(
     student: Any,
     teacher: Any | None,
     batch: BlockedBatch,
-    cfg: P1LossConfig = P1LossConfig(),
+    cfg: P1LossConfig = P1LossConfig(),  # noqa: B008  (frozen: immutable)
 ) -> P1LossOutput:
     """Paper 1's loss on one micro-batch (module docstring). `student` may be wrapped (DDP); `teacher` is the
     frozen initial model (ignored for objective='gt'). Autocast, if wanted, is the caller's."""

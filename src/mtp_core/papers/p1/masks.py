@@ -52,23 +52,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from .settings import check_geometry
+
 # seed of the official coupled draw: Random(step + rank * 12345678) (reference §3, gotcha G3)
 _OFFICIAL_RANK_STRIDE = 12345678
-
-
-def _check_geometry(seq_len: int, num_regions: int, k: int, offset: int) -> tuple[int, int]:
-    """Validate (S, M, k, offset); return (W, P)."""
-    if num_regions < 1 or seq_len < 1:
-        raise ValueError(f"seq_len ({seq_len}) and num_regions ({num_regions}) must be positive")
-    if seq_len % num_regions:
-        raise ValueError(f"seq_len ({seq_len}) must be a multiple of num_regions ({num_regions})")
-    width = seq_len // num_regions
-    if not 1 <= k <= width:
-        raise ValueError(f"k ({k}) must be in [1, region width {width}] (seq_len={seq_len}, num_regions={num_regions})")
-    prefix = width - (k - 1)
-    if not -(prefix - 1) <= offset <= 0:
-        raise ValueError(f"offset ({offset}) must be in [-{prefix - 1}, 0] for k={k}, region width {width}")
-    return width, prefix
 
 
 @dataclass(frozen=True)
@@ -99,7 +86,7 @@ class BlockedLayout:
 
 def blocked_layout(seq_len: int, num_regions: int, k: int, offset: int = 0) -> BlockedLayout:
     """Slot -> (source position, mask?, region) and the prediction slots, by index arithmetic (O(S))."""
-    width, prefix = _check_geometry(seq_len, num_regions, k, offset)
+    width, prefix = check_geometry(seq_len, num_regions, k, offset)
     u = torch.arange(seq_len) - offset
     region = u // width
     j = u % width
@@ -392,7 +379,7 @@ def draw_k_offset(
     """
     if not 1 <= k_min <= k_max:
         raise ValueError(f"need 1 <= k_min ({k_min}) <= k_max ({k_max})")
-    _check_geometry(seq_len, num_regions, k_max, 0)
+    check_geometry(seq_len, num_regions, k_max, 0)
     width = seq_len // num_regions
     if coupled_draw:
         s = seed + step + rank * _OFFICIAL_RANK_STRIDE

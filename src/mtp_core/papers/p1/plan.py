@@ -64,7 +64,7 @@ def run_dir(run: str) -> str:
 
 
 def run_settings(config: dict, run: str) -> dict:
-    """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`train.launch_check`): the
+    """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`settings.launch_check`): the
     model spec, its checkpoint dir (gguf/tiny/finetuned) or None, the train rows, `train`, `p1` (the method), and
     `base_stamp` for a fine-tuned model (`model_plan.with_base_stamp`)."""
     plan = run_plan(config, run)
@@ -333,7 +333,7 @@ def check(config: dict) -> None:
     the full sweep; the Figure 6 run trains on a math dataset (it reads the validation split)."""
     from ...evaluate.tasks import is_local_task, task_dataset
     from ...train.launch.settings import check_training
-    from .train import P1Config
+    from .settings import P1Config
 
     s = section(config)
     models, datasets = config["models"], config["datasets"]

@@ -29,75 +29,22 @@ import copy
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ...config import section_keys
-from ...data.rows import TEMPLATES, render_example, render_prompt, resolve_template, response_start
+from ...data.rows import render_example, render_prompt, resolve_template, response_start
 from ...train.checkpoint import export_hf
 from ...train.config import TrainConfig
 from ...train.launch.methods import Inputs, TrainingMethod, load_model_and_rows
 from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, resolve_device, train
-from .losses import P1LossConfig, metric_names, p1_loss
+from .losses import metric_names, p1_loss
 from .masks import BlockedBatch, blocked_layout, build_blocked_batch, draw_k_offset
+from .settings import SETTINGS, P1Config
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class P1Config:
-    """Paper 1 training settings (config section `p1.train`, keys = field names; `loss` = `P1LossConfig`).
-
-    seq_len N=160 and num_regions M = N / (2 k_max) = 5 (App. A.1; None computes it); k uniform in
-    [k_min, k_max] = [2, 16] per (step, micro-batch) unless `random_k=False` (Static-k ablation: k = k_max);
-    random offsets unless `random_offset=False`; `coupled_draw` (official G3); `bda` (Table 4 BDA ablation,
-    student only); `template` auto (the model's `chat_template` flag) | chat | plain; `append_eos`;
-    `shuffle` and `seed` of the row order; `teacher_dtype` (e.g. "bfloat16" to halve the teacher's memory;
-    None = the student's dtype); `mask_cov_scale`: the `<MTP>` row is a draw from N(mu, scale * Sigma) of the
-    real-token embeddings (§4.1; 1 = the paper's).
-    """
-
-    seq_len: int = 160
-    num_regions: int | None = None
-    k_min: int = 2
-    k_max: int = 16
-    random_k: bool = True
-    random_offset: bool = True
-    coupled_draw: bool = False
-    bda: bool = False
-    template: str = "auto"
-    append_eos: bool = False
-    shuffle: bool = True
-    seed: int = 0
-    teacher_dtype: str | None = None
-    mask_cov_scale: float = 1.0
-    loss: P1LossConfig = field(default_factory=P1LossConfig)
-
-    def __post_init__(self) -> None:
-        if self.num_regions is None:
-            object.__setattr__(self, "num_regions", max(1, self.seq_len // (2 * self.k_max)))
-        if self.template not in TEMPLATES:
-            raise ValueError(f"p1.template: {self.template!r} is not one of {', '.join(TEMPLATES)}")
-        if isinstance(self.loss, dict):
-            object.__setattr__(self, "loss", P1LossConfig.from_dict(self.loss))
-        if not 1 <= self.k_min <= self.k_max:
-            raise ValueError(f"p1: need 1 <= k_min ({self.k_min}) <= k_max ({self.k_max})")
-        blocked_layout(self.seq_len, self.num_regions, self.k_max, 0)  # raises with the geometry at fault
-        if self.loss.metrics_k_max != self.k_max:
-            object.__setattr__(self, "loss", P1LossConfig(**{**asdict(self.loss), "metrics_k_max": self.k_max}))
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> P1Config:
-        d = section_keys(cls, d, "p1")
-        if "loss" in d:
-            d["loss"] = P1LossConfig.from_dict(d["loss"])
-        return cls(**d)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -338,6 +285,5 @@ def _inputs(settings: dict) -> Inputs:
     return load_model_and_rows(settings), {"mask_seed": int(settings.get("mask_seed", 0))}
 
 
-# settings (`plan.run_settings`): those of `check_model_data_train`, `p1` (P1Config keys) and `mask_seed`
-LAUNCH = TrainingMethod("p1", "p1", P1Config.from_dict, train_p1, keys=("mask_seed",), load=_inputs)
-launch_check, launch_entry = LAUNCH.check, LAUNCH.entry
+LAUNCH = TrainingMethod(SETTINGS, train_p1, load=_inputs)
+launch_entry = LAUNCH.entry

@@ -24,7 +24,7 @@ PAPER = Paper(
         Method(
             "p2",
             "mtp_core.papers.p2.train:launch_entry",
-            "mtp_core.papers.p2.train:launch_check",
+            "mtp_core.papers.p2.settings:launch_check",
             "mtp_core.papers.p2.plan:from_config",
         ),
     ),

@@ -28,7 +28,7 @@ def check(config: dict) -> None:
     experiments: one main, a baseline among the rows); the reference continuation reaches D + 1 tokens past the
     budget for the deepest D; leaderboard rows name declared runs (their heads' model: `leaderboard.check`)."""
     from ...train.launch.settings import check_training
-    from .train import P2Config
+    from .settings import P2Config
 
     s = section(config)
     models, datasets = config["models"], config["datasets"]

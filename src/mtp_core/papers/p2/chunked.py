@@ -44,16 +44,8 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ...losses import token_cross_entropy
-from .losses import (
-    P2LossConfig,
-    P2LossOutput,
-    check_teachers,
-    compose_teachers,
-    depth_terms,
-    p2_loss,
-    scored,
-    topn_index,
-)
+from .losses import P2LossOutput, check_teachers, compose_teachers, depth_terms, p2_loss, scored, topn_index
+from .settings import P2LossConfig
 
 TERMS = ("ce", "kl", "agree", "acc")
 

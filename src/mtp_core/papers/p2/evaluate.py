@@ -33,7 +33,8 @@ from ...models import LoadedModel
 from ...results import decode_stats, make_result, sample_record, samples_path, write_result
 from .acceptance import simulate_steps, teacher_forced_match
 from .counters import HeadCounters, pooled
-from .losses import P2LossConfig, p2_loss, scored
+from .losses import p2_loss, scored
+from .settings import P2LossConfig
 
 log = logging.getLogger(__name__)
 TOPN_GRID = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000)

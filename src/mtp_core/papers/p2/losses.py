@@ -25,77 +25,14 @@ linearly from their first to their second value over the first `until_step` step
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from ...config import section_keys
 from ...losses import token_cross_entropy
-
-DIRECTIONS = ("forward", "reverse", "hybrid")
-INDEX = ("main", "union")
-NORMS = ("renormalize", "full")
-TEACHERS = ("main", "ensemble_mean", "ensemble_split")
-
-
-@dataclass(frozen=True)
-class P2LossConfig:
-    """The loss settings of one run (config `papers.p2.method`'s loss keys; module docstring). `chunk_rows`: how
-    training computes it, not what (`chunked.p2_loss_hidden`: the logit rows of one depth per chunk)."""
-
-    alpha: float = 0.3
-    beta: float = 1.0
-    main_weight: float = 1.0
-    topn: int = 10000
-    direction: str = "forward"
-    index: str = "main"
-    norm: str = "renormalize"
-    detach: bool = True
-    hybrid_weight: float = 0.5
-    teacher: str = "main"
-    weight_schedule: dict | None = None
-    normalize_by_heads: bool = False
-    chunk_rows: int | None = 1024
-
-    def __post_init__(self) -> None:
-        for key, allowed in (("direction", DIRECTIONS), ("index", INDEX), ("norm", NORMS), ("teacher", TEACHERS)):
-            if getattr(self, key) not in allowed:
-                raise ValueError(f"{key}: {getattr(self, key)!r} is not one of {', '.join(allowed)}")
-        if self.topn < 1:
-            raise ValueError(f"topn (N) must be >= 1, got {self.topn}")
-        if self.alpha < 0 or self.beta < 0 or self.main_weight < 0:
-            raise ValueError(f"alpha, beta and main_weight must be >= 0 (beta {self.beta}, alpha {self.alpha})")
-        if self.chunk_rows is not None and self.chunk_rows < 1:
-            raise ValueError(f"chunk_rows must be >= 1 or null (no chunking), got {self.chunk_rows}")
-        if not 0.0 <= self.hybrid_weight <= 1.0:
-            raise ValueError(f"hybrid_weight must be in [0, 1], got {self.hybrid_weight}")
-        ws = self.weight_schedule
-        if ws is not None:
-            if set(ws) != {"until_step", "alpha", "beta"} or len(ws["alpha"]) != 2 or len(ws["beta"]) != 2:
-                raise ValueError("weight_schedule: {until_step: N, alpha: [from, to], beta: [from, to]}")
-            if int(ws["until_step"]) < 1 or min(*ws["alpha"], *ws["beta"]) < 0:
-                raise ValueError("weight_schedule: until_step >= 1 and weights >= 0")
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> P2LossConfig:
-        return cls(**section_keys(cls, d, "p2 loss"))
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def weights(self, step: int, num_heads: int) -> tuple[float, float]:
-        """(α_k, β_k) at optimiser step `step` (0-based), the same for every head."""
-        alpha, beta = self.alpha, self.beta
-        ws = self.weight_schedule
-        if ws is not None:
-            t = min(1.0, step / int(ws["until_step"]))
-            alpha = ws["alpha"][0] + t * (ws["alpha"][1] - ws["alpha"][0])
-            beta = ws["beta"][0] + t * (ws["beta"][1] - ws["beta"][0])
-        if self.normalize_by_heads:
-            alpha = alpha / num_heads
-        return float(alpha), float(beta)
+from .settings import P2LossConfig
 
 
 def topn_kl(

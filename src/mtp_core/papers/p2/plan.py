@@ -231,7 +231,7 @@ def shards_index(dataset: str) -> str:
 
 
 def run_settings(config: dict, run: str) -> dict:
-    """Settings of method `p2` (`train.launch_check`) for `run`."""
+    """Settings of method `p2` (`settings.launch_check`) for `run`."""
     plan = run_plan(config, run)
     key = feature_key(config, run)
     extend = None

@@ -31,80 +31,26 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from ...config import section_keys
 from ...data.shards import TokenShards
 from ...heads import load_heads, save_heads, trunk_fingerprint, trunk_info
-from ...heads.deepseek import CONCAT, INITS, DeepSeekMTPHeads
+from ...heads.deepseek import DeepSeekMTPHeads
 from ...io import atomic_dir
 from ...layers import causal_mask, rope, run_layers
 from ...train.config import TrainConfig
-from ...train.launch.methods import Inputs, TrainingMethod, check_settings
+from ...train.launch.methods import Inputs, TrainingMethod
 from ...train.loop import MicroBatchSpec, StepContext, StepOutput, TrainResult, resolve_device, train
 from .chunked import p2_loss_hidden
 from .data import FeatureCache, Windows
-from .losses import P2LossConfig, metric_names
+from .losses import metric_names
+from .settings import SETTINGS, P2Config
 
 log = logging.getLogger(__name__)
-TRUNK = ("frozen", "last_layers", "all")
-
-
-@dataclass(frozen=True)
-class P2Config:
-    """One run's method settings (config `papers.p2.method`, keys = field names; `loss` = `P2LossConfig`).
-
-    `seq_len` window tokens; `val_tokens` held out at the stream's end; `window_seed` the window order;
-    `num_heads` K; `trunk` frozen | last_layers | all with `trunk_layers`; `init` copy_last | normal (the heads'
-    initialisation, `DeepSeekMTPHeads.from_trunk`); `concat` (A10); `feature_cache` (frozen trunks only: read the
-    trunk's features from the cache instead of running it)."""
-
-    seq_len: int = 4096
-    val_tokens: int = 100_000
-    window_seed: int = 0
-    num_heads: int = 1
-    trunk: str = "frozen"
-    trunk_layers: int = 0
-    init: str = "copy_last"
-    concat: str = "emb_first"
-    feature_cache: bool = True
-    loss: P2LossConfig = field(default_factory=P2LossConfig)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.loss, dict):
-            object.__setattr__(self, "loss", P2LossConfig.from_dict(self.loss))
-        if self.num_heads < 1:
-            raise ValueError(f"num_heads (K) must be >= 1, got {self.num_heads}")
-        if self.seq_len < self.num_heads + 2:
-            raise ValueError(f"seq_len {self.seq_len} leaves no scored position for head {self.num_heads}")
-        if self.trunk not in TRUNK:
-            raise ValueError(f"trunk: {self.trunk!r} is not one of {', '.join(TRUNK)}")
-        if (self.trunk == "last_layers") != (self.trunk_layers > 0):
-            raise ValueError(f"trunk_layers {self.trunk_layers}: > 0 exactly when trunk is last_layers")
-        if self.init not in INITS or self.concat not in CONCAT:
-            raise ValueError(f"init {self.init!r} / concat {self.concat!r}: one of {INITS} / {CONCAT}")
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> P2Config:
-        d = section_keys(cls, d, "p2 method")
-        if "loss" in d:
-            d["loss"] = P2LossConfig.from_dict(d["loss"])
-        return cls(**d)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def feature_layer(self, num_layers: int) -> int | None:
-        """The trunk layer whose input a feature cache holds (L: h^0), or None when nothing is cached."""
-        if not self.feature_cache or self.trunk == "all":
-            return None
-        return num_layers - self.trunk_layers
 
 
 # ------------------------------------------------------------------------------------------------- model
@@ -323,29 +269,5 @@ def _inputs(settings: dict) -> Inputs:
     return (loaded, settings["shards"]), {"features": settings.get("features"), "extend": settings.get("extend")}
 
 
-def _absolute_extend(settings: dict) -> dict:
-    """Checked settings with the extended heads' path (`extend.heads`) absolute."""
-    if not settings.get("extend"):
-        return settings
-    return {**settings, "extend": {**settings["extend"], "heads": str(Path(settings["extend"]["heads"]).resolve())}}
-
-
-# settings (`plan.run_settings`): `model` (spec), `base_dir` (its prepared checkpoint), `base_stamp`, `trunk_dir` (an
-# extension of a run that trained its trunk: that run's export, else None), `shards` (index.json), `features` (a
-# feature directory or None), `extend` ({heads, new_heads, group, source} or None), `train` (TrainConfig keys), `p2`
-# (P2Config keys); paths come back absolute
-LAUNCH = TrainingMethod(
-    "p2",
-    "p2",
-    P2Config.from_dict,
-    train_p2,
-    keys=("model", "base_dir", "base_stamp", "trunk_dir", "shards", "features", "extend", "train"),
-    settings_check=partial(
-        check_settings,
-        required=("model", "shards", "train", "p2"),
-        paths=("shards", "features", "base_dir", "trunk_dir"),
-    ),
-    finish=_absolute_extend,
-    load=_inputs,
-)
-launch_check, launch_entry = LAUNCH.check, LAUNCH.entry
+LAUNCH = TrainingMethod(SETTINGS, train_p2, load=_inputs)
+launch_entry = LAUNCH.entry

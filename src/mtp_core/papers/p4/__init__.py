@@ -23,7 +23,7 @@ PAPER = Paper(
         Method(
             "p4",
             "mtp_core.papers.p4.train:launch_entry",
-            "mtp_core.papers.p4.train:launch_check",
+            "mtp_core.papers.p4.settings:launch_check",
             "mtp_core.papers.p4.plan:from_config",
         ),
     ),

@@ -39,7 +39,7 @@ def check(config: dict) -> None:
     from ...evaluate.tasks import is_local_task, task_dataset
     from ...layers import SUPPORTED
     from ...train.launch.settings import check_training
-    from .train import DMTDConfig
+    from .settings import DMTDConfig
 
     s = section(config)
     models, datasets = config["models"], config["datasets"]

@@ -45,7 +45,8 @@ from ...decoding.batch import positions_from_mask, prepare_batch
 from ...decoding.cache import select_rows
 from ...decoding.stopping import StopTracker
 from .cyclic import is_cycle_start
-from .split import DMTDSpec, combine, dmtd_config
+from .settings import DMTDSpec, dmtd_config
+from .split import combine
 
 
 class DMTDState:

@@ -22,8 +22,8 @@ from ...io import atomic_write_json
 from ...models import LoadedModel
 from ...results import make_result, write_result
 from .cyclic import plt
+from .settings import DMTDSpec
 from .speed import measure_layer_costs, random_prompts
-from .split import DMTDSpec
 from .teacher_forced import VANILLA, TFRows, dmtd_scores, encode_tf_rows, setting_metrics, vanilla_scores
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ the scripts and the tests.
 
 Names (derived here, nowhere else):
 
-* **Runs.** `papers.p4.runs.<name>` overrides the shared `model`, `dataset`, `method` (`train.DMTDConfig` keys) and
+* **Runs.** `papers.p4.runs.<name>` overrides the shared `model`, `dataset`, `method` (`settings.DMTDConfig` keys) and
   `train` (`TrainConfig`), merged key by key (`run_plan`). `main` is the paper's E0D8 MTD3; Table 1's MTD2/4/6
   and Table 2's ExDy are further runs.
 * **Labels** of what is evaluated: `<run>` (the trained model, `results/models/p4/<run>/model`), `<run>@step0`
@@ -81,7 +81,7 @@ def run_dir(run: str) -> str:
 
 
 def run_settings(config: dict, run: str) -> dict:
-    """Settings of method `p4` (`train.launch_check`): model spec and directory, train rows, `train`, `p4`."""
+    """Settings of method `p4` (`settings.launch_check`): model spec and directory, train rows, `train`, `p4`."""
     plan = run_plan(config, run)
     return with_base_stamp(
         {

@@ -28,7 +28,8 @@ from ...bench import BenchPrompt
 from ...decoding.batch import left_pad, positions_from_mask
 from ...decoding.cost import timed_call
 from .cyclic import plt
-from .split import DMTDSpec, combine
+from .settings import DMTDSpec
+from .split import combine
 
 
 def random_prompts(tokenizer: Any, vocab_size: int, n: int, tokens: int, seed: int) -> list[BenchPrompt]:

@@ -20,77 +20,13 @@ same loss and gradients).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from ... import layers as L
-
-COMBINES = ("add", "select")
-CONFIG_KEY = "dmtd"  # model.config.dmtd: the split and training τ a checkpoint was trained with
-CONFIG_VERSION = 1
-
-
-@dataclass(frozen=True)
-class DMTDSpec:
-    """A split ExDy with its combine rule (`encoding_layers` E, `decoding_layers` D, `combine` add | select)."""
-
-    encoding_layers: int
-    decoding_layers: int
-    combine: str = "add"
-
-    def __post_init__(self) -> None:
-        if self.combine not in COMBINES:
-            raise ValueError(f"combine: {self.combine!r} is not one of {', '.join(COMBINES)}")
-        if self.encoding_layers < 0 or self.decoding_layers < 0:
-            raise ValueError(
-                f"encoding_layers ({self.encoding_layers}) and decoding_layers ({self.decoding_layers}) must be >= 0"
-            )
-
-    def check(self, num_layers: int) -> None:
-        """T = L - E - D >= 1: at least one thinking layer."""
-        if self.encoding_layers + self.decoding_layers >= num_layers:
-            raise ValueError(
-                f"encoding_layers + decoding_layers = {self.encoding_layers} + {self.decoding_layers} must be below "
-                f"the model's {num_layers} layers (at least one thinking layer)"
-            )
-
-    def thinking(self, num_layers: int) -> tuple[int, int]:
-        """[first, stop) of the thinking layers."""
-        self.check(num_layers)
-        return self.encoding_layers, num_layers - self.decoding_layers
-
-    @property
-    def name(self) -> str:
-        return f"E{self.encoding_layers}D{self.decoding_layers}"
-
-    def as_config(self, cycle: int) -> dict[str, Any]:
-        """`model.config.dmtd` of a checkpoint trained with this split at training τ `cycle`."""
-        return {**asdict(self), "cycle": int(cycle), "version": CONFIG_VERSION}
-
-    @classmethod
-    def from_model(cls, model: torch.nn.Module, **overrides: Any) -> DMTDSpec:
-        """The split recorded in `model.config.dmtd`, with `overrides` (None values ignored); a model without it
-        needs both layer counts given (an untrained baseline)."""
-        saved = dmtd_config(model)
-        given = {k: v for k, v in overrides.items() if v is not None}
-        keys = ("encoding_layers", "decoding_layers", "combine")
-        merged = {k: given.get(k, saved.get(k)) for k in keys}
-        missing = [k for k in keys[:2] if merged[k] is None]
-        if missing:
-            raise ValueError(
-                f"the model has no `config.{CONFIG_KEY}` (not trained with DMTD): give {' and '.join(missing)}"
-            )
-        spec = cls(int(merged["encoding_layers"]), int(merged["decoding_layers"]), merged["combine"] or "add")
-        spec.check(L.num_layers(model))
-        return spec
-
-
-def dmtd_config(model: torch.nn.Module) -> Mapping[str, Any]:
-    """`model.config.dmtd` as a mapping ({} when the model was not trained with DMTD)."""
-    return dict(getattr(model.config, CONFIG_KEY, None) or {})
+from .settings import COMBINES, DMTDSpec
 
 
 def combine(h_base: torch.Tensor, h_think: torch.Tensor, m: torch.Tensor | bool, how: str) -> torch.Tensor:

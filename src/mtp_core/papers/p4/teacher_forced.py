@@ -30,9 +30,11 @@ import torch
 
 from ... import layers as L
 from ...losses import token_cross_entropy
-from ...train.sft import SFTConfig, encode_rows
+from ...train.sft import encode_rows
+from ...train.sft_settings import SFTConfig
 from .cyclic import decode_offsets, training_offsets
-from .split import DMTDSpec, base_and_thinking, decoding_hidden
+from .settings import DMTDSpec
+from .split import base_and_thinking, decoding_hidden
 
 log = logging.getLogger(__name__)
 SCHEDULES = ("none", "train_schedule")  # metric filters: the decoding schedule, the training schedule

@@ -25,69 +25,25 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from ... import layers as L
-from ...config import section_keys
 from ...data.rows import resolve_template
 from ...losses import token_cross_entropy
 from ...train.config import TrainConfig
 from ...train.launch.methods import TrainingMethod
 from ...train.loop import StepContext, StepOutput, TrainResult, train
-from ...train.sft import SFTBatches, SFTConfig, SFTStep, encode_rows, response_logits
+from ...train.sft import SFTBatches, SFTStep, encode_rows, response_logits
 from .cyclic import training_offsets
 from .epochs import resolve_train
-from .split import CONFIG_KEY, DMTDSpec, dmtd_hooks
+from .settings import CONFIG_KEY, SETTINGS, DMTDConfig
+from .split import dmtd_hooks
 
 log = logging.getLogger(__name__)
-PHASES = ("row", "random")
-OVERLONG = ("truncate", "drop")
-
-
-@dataclass(frozen=True)
-class DMTDConfig(SFTConfig):
-    """Paper 4's method settings (config `papers.p4.method`): the SFT data settings (`max_tokens`, `template`,
-    `loss_on`, `shuffle`, `seed`) plus the split (`encoding_layers`, `decoding_layers`, `combine`), the training
-    τ `cycle`, `phase` (row | random), `overlong` (truncate | drop), `train_embeddings`,
-    `gradient_checkpointing` (module docstring), and the run length in `epochs` with its `warmup_ratio`
-    (`epochs` module; None: `train.max_steps`, `train.warmup_steps`)."""
-
-    encoding_layers: int = 0
-    decoding_layers: int = 8
-    cycle: int = 3
-    combine: str = "add"
-    phase: str = "row"
-    overlong: str = "truncate"
-    train_embeddings: bool = True
-    gradient_checkpointing: bool = False
-    epochs: float | None = None
-    warmup_ratio: float | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.cycle < 1:
-            raise ValueError(f"cycle (τ) must be >= 1, got {self.cycle}")
-        if self.phase not in PHASES:
-            raise ValueError(f"phase: {self.phase!r} is not one of {', '.join(PHASES)}")
-        if self.overlong not in OVERLONG:
-            raise ValueError(f"overlong: {self.overlong!r} is not one of {', '.join(OVERLONG)}")
-        if self.epochs is not None and not self.epochs > 0:
-            raise ValueError(f"epochs must be > 0, got {self.epochs}")
-        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        self.spec  # noqa: B018  (the split's own checks)
-
-    @property
-    def spec(self) -> DMTDSpec:
-        return DMTDSpec(self.encoding_layers, self.decoding_layers, self.combine)
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> DMTDConfig:
-        return cls(**section_keys(cls, d, "p4.method"))
 
 
 def encode_p4_rows(rows: Sequence[dict], tokenizer: Any, cfg: DMTDConfig, template: str) -> list[tuple[list[int], int]]:
@@ -227,17 +183,5 @@ def train_p4(
 # -------------------------------------------------------------------------------------- launcher method `p4`
 
 
-def _resolve_train(settings: dict) -> dict:
-    """Settings whose `train` is resolved for the check: an epoch-based run's `train.max_steps` is
-    `epochs.LAUNCHER_STEPS` until its job counts rows."""
-    cfg = DMTDConfig.from_dict(settings.get("p4"))
-    try:
-        train = resolve_train(settings.get("train") or {}, cfg.epochs, cfg.warmup_ratio, rows=None)
-    except ValueError as e:
-        raise ValueError(f"p4 settings: {e}") from None
-    return {**settings, "train": train}
-
-
-# settings (`plan.run_settings`): those of `check_model_data_train` and `p4` (DMTDConfig keys)
-LAUNCH = TrainingMethod("p4", "p4", DMTDConfig.from_dict, train_p4, prepare=_resolve_train)
-launch_check, launch_entry = LAUNCH.check, LAUNCH.entry
+LAUNCH = TrainingMethod(SETTINGS, train_p4)
+launch_entry = LAUNCH.entry

@@ -55,8 +55,8 @@ def check(config: dict) -> None:
     (`plan.search_engine`), so a bank is never chosen in another regime than its decoders'."""
     from ...train.launch.settings import check_training
     from .frontier import search_stop  # the search's modules import torch: the workflow's parse does not
+    from .settings import HeadsTrainConfig
     from .throughput import rows_needed
-    from .train import HeadsTrainConfig
 
     s = section(config)
     _need(config["models"], model(config), "papers.p5.model", "model")

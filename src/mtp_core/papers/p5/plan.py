@@ -131,7 +131,7 @@ HEADS_MODULE_KEYS = (
 
 
 def heads_settings(config: dict, name: str) -> dict:
-    """Settings of `mtp-repro train --method p5_heads` for trained heads `name` (`train.launch_check`)."""
+    """Settings of `mtp-repro train --method p5_heads` for trained heads `name` (`settings.launch_check`)."""
     spec = heads_spec(config, name)
     train = {"threads": config.get("threads"), **copy.deepcopy(spec.get("train") or {}), "final_dir": "heads"}
     return with_base_stamp(

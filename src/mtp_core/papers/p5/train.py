@@ -27,8 +27,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from functools import partial
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,62 +35,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...config import section_keys
 from ...heads import DraftHeads, save_heads
 from ...heads.hydra import HydraHeads
 from ...heads.medusa import MedusaHeads
 from ...train.config import TrainConfig
-from ...train.launch.methods import Inputs, TrainingMethod, check_settings
+from ...train.launch.methods import Inputs, TrainingMethod
 from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, train
 from .selfdistill import SelfDistillData
+from .settings import SETTINGS, HeadsTrainConfig
 
 log = logging.getLogger(__name__)
-ARCHS = {"medusa": MedusaHeads, "hydra": HydraHeads}
-LOSSES = ("teacher", "hard")
-
-
-@dataclass(frozen=True)
-class HeadsTrainConfig:
-    """The heads (`arch` and its `heads` keys: `medusa.MedusaHeads` / `hydra.HydraHeads`) and how they train."""
-
-    arch: str = "hydra"
-    num_heads: int = 4
-    num_layers: int = 2
-    lm_head: str = "shared"
-    draft_vocab: int | None = None
-    init: str = "identity"  # hydra only
-    prefix: bool = True  # hydra only
-    dropout: float = 0.0  # hydra only
-    loss: str = "teacher"
-    head_weights: tuple[float, ...] | None = None
-    holdout: float = 0.05
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.arch not in ARCHS:
-            raise ValueError(f"heads.arch: {self.arch!r} is not one of {', '.join(ARCHS)}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"heads.loss: {self.loss!r} is not one of {', '.join(LOSSES)}")
-        if self.head_weights is not None and len(self.head_weights) != self.num_heads:
-            raise ValueError(f"heads.head_weights: {len(self.head_weights)} weights for {self.num_heads} heads")
-        if not 0.0 <= self.holdout < 1.0:
-            raise ValueError(f"heads.holdout: a fraction in [0, 1), got {self.holdout}")
-        if self.head_weights is not None:
-            object.__setattr__(self, "head_weights", tuple(float(w) for w in self.head_weights))
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> HeadsTrainConfig:
-        return cls(**section_keys(cls, d, "heads"))
-
-    def module_config(self) -> dict[str, Any]:
-        """The keys the heads module takes."""
-        keys = ["num_heads", "num_layers", "lm_head", "draft_vocab"]
-        if self.arch == "hydra":
-            keys += ["init", "prefix", "dropout"]
-        return {k: getattr(self, k) for k in keys}
-
-    def weights(self) -> list[float]:
-        return list(self.head_weights or [1.0] * self.num_heads)
+HEADS = {"medusa": MedusaHeads, "hydra": HydraHeads}  # the class of each of `settings.ARCHS`
 
 
 def holdout_rows(data: SelfDistillData, fraction: float, seed: int) -> list[int]:
@@ -296,7 +250,7 @@ def train_heads(
     trunk.eval().requires_grad_(False)
     with torch.random.fork_rng():  # the heads' initial weights are a function of the seed
         torch.manual_seed(cfg.seed)
-        heads = ARCHS[cfg.arch].for_trunk(trunk, **cfg.module_config())
+        heads = HEADS[cfg.arch].for_trunk(trunk, **cfg.module_config())
     held = holdout_rows(data, cfg.holdout, cfg.seed)
     rows = [i for i in range(len(data)) if i not in set(held)]
     extra: dict[str, Any] = {"rows": len(rows), "holdout_rows": len(held), "loss": cfg.loss}
@@ -329,15 +283,5 @@ def _inputs(settings: dict) -> Inputs:
     return (loaded.model, data), {"trunk_name": loaded.name, "eos_ids": loaded.eos_ids}
 
 
-# settings (`plan.heads_settings`): `model` (a model spec with `name`), `base_dir` (its prepared checkpoint or None),
-# `base_stamp`, `data` (a self-distillation directory), `heads` (`HeadsTrainConfig` keys), `train` (`TrainConfig` keys)
-LAUNCH = TrainingMethod(
-    "p5_heads",
-    "heads",
-    HeadsTrainConfig.from_dict,
-    train_heads,
-    keys=("model", "base_dir", "base_stamp", "data", "train"),
-    settings_check=partial(check_settings, required=("model", "data", "heads", "train"), paths=("data", "base_dir")),
-    load=_inputs,
-)
-launch_check, launch_entry = LAUNCH.check, LAUNCH.entry
+LAUNCH = TrainingMethod(SETTINGS, train_heads, load=_inputs)
+launch_entry = LAUNCH.entry

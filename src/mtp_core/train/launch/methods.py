@@ -1,7 +1,7 @@
 """Training methods the launcher runs, by name (`registry.Method`): the core's `sft` (fine-tunes of `finetuned`
 models) and every registered paper's (`Paper.methods`), or any `module:attr` (a `Method`, or an entry function);
-the settings check and loading every training of a declared model on (query, response) rows shares; and
-`TrainingMethod`, which makes a method's check and entry from what is its own.
+the settings check and loading every training of a declared model on (query, response) rows shares;
+`MethodSettings`, which makes a method's check (torch-free) from what is its own, and `TrainingMethod` its entry.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ CORE_METHODS = (
     Method(
         "sft",
         "mtp_core.train.sft:launch_entry",
-        "mtp_core.train.sft:launch_check",
+        "mtp_core.train.sft_settings:launch_check",
         "mtp_core.model_plan:finetune_from_config",
     ),
 )
@@ -129,30 +129,26 @@ def model_and_rows(settings: dict) -> Inputs:
 
 
 @dataclass(frozen=True)
-class TrainingMethod:
-    """The `check` and `entry` of a launcher method (`registry.Method`; a module exposes them as `launch_check` and
-    `launch_entry`, the paths its `Method` names: the entry's path is part of a run's stamp,
-    `records.trajectory_hash`), made from what is the method's own: its `name` (errors say
-    "<name> settings"), its `section` of the settings and that section's `config` (a `from_dict`), its `train`
-    function, and hooks where it differs from a training of a declared model on rows.
+class MethodSettings:
+    """The `check` of a launcher method (`registry.Method`; a module exposes it as `launch_check`, the path its
+    `Method` names), made from what is the method's own and importing no torch (the workflow's plan checks run it):
+    its `name` (errors say "<name> settings"), its `section` of the settings and that section's `config` (a
+    `from_dict`), and hooks where it differs from a training of a declared model on rows.
 
     * `settings_check(settings, allowed, what=...)`: the shared check, given `section` + `keys` as the allowed
       keys: `check_model_data_train` (adds `MODEL_DATA_KEYS`), or a `functools.partial` of `check_settings`
       with the method's own `required` and `paths`.
     * `prepare(settings)` before it (e.g. resolving `train`), `finish(checked)` after it (e.g. more paths made
       absolute).
-    * `load(settings) -> (inputs, keywords)` in the job (`model_and_rows`, or the method's own loading).
     """
 
     name: str
     section: str
     config: Callable[[Any], Any]
-    train: Callable[..., Any]
     keys: Sequence[str] = ()
     settings_check: Callable[..., dict] = check_model_data_train
     prepare: Callable[[dict], dict] | None = None
     finish: Callable[[dict], dict] | None = None
-    load: Callable[[dict], Inputs] = model_and_rows
 
     def check(self, settings: dict) -> dict:
         """Checked settings (paths absolute): `prepare`, the shared `settings_check`, the section's `config`,
@@ -163,13 +159,25 @@ class TrainingMethod:
         self.config(settings.get(self.section))
         return out if self.finish is None else self.finish(out)
 
+
+@dataclass(frozen=True)
+class TrainingMethod:
+    """The `entry` of a launcher method (a module exposes it as `launch_entry`, the path its `Method` names: part
+    of a run's stamp, `records.trajectory_hash`), beside the training code: its `settings` (the check side), its
+    `train` function and `load(settings) -> (inputs, keywords)` in the job (`model_and_rows`, or the method's own
+    loading)."""
+
+    settings: MethodSettings
+    train: Callable[..., Any]
+    load: Callable[[dict], Inputs] = model_and_rows
+
     def entry(self, settings: dict, run_dir: Path, *, dist: Any, device: Any, callbacks: Sequence[Any] = ()) -> Any:
         """In the job: `load` the inputs, then `train(*inputs, section, train, run_dir, ...)` (it resumes from
         `run_dir/checkpoints`)."""
         inputs, keywords = self.load(settings)
         return self.train(
             *inputs,
-            settings.get(self.section) or {},
+            settings.get(self.settings.section) or {},
             settings["train"],
             run_dir,
             device=device,

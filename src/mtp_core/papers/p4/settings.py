@@ -1,0 +1,141 @@
+"""Paper 4's training settings, importing no torch: the split (`DMTDSpec`, recorded as `model.config.dmtd`), the
+method's (`DMTDConfig`) and the launcher method's check (`launch_check`), which the workflow's plan checks run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ...config import section_keys
+from ...train.launch.methods import MethodSettings
+from ...train.sft_settings import SFTConfig
+from .epochs import resolve_train
+
+COMBINES = ("add", "select")
+CONFIG_KEY = "dmtd"  # model.config.dmtd: the split and training τ a checkpoint was trained with
+CONFIG_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DMTDSpec:
+    """A split ExDy with its combine rule (`encoding_layers` E, `decoding_layers` D, `combine` add | select)."""
+
+    encoding_layers: int
+    decoding_layers: int
+    combine: str = "add"
+
+    def __post_init__(self) -> None:
+        if self.combine not in COMBINES:
+            raise ValueError(f"combine: {self.combine!r} is not one of {', '.join(COMBINES)}")
+        if self.encoding_layers < 0 or self.decoding_layers < 0:
+            raise ValueError(
+                f"encoding_layers ({self.encoding_layers}) and decoding_layers ({self.decoding_layers}) must be >= 0"
+            )
+
+    def check(self, num_layers: int) -> None:
+        """T = L - E - D >= 1: at least one thinking layer."""
+        if self.encoding_layers + self.decoding_layers >= num_layers:
+            raise ValueError(
+                f"encoding_layers + decoding_layers = {self.encoding_layers} + {self.decoding_layers} must be below "
+                f"the model's {num_layers} layers (at least one thinking layer)"
+            )
+
+    def thinking(self, num_layers: int) -> tuple[int, int]:
+        """[first, stop) of the thinking layers."""
+        self.check(num_layers)
+        return self.encoding_layers, num_layers - self.decoding_layers
+
+    @property
+    def name(self) -> str:
+        return f"E{self.encoding_layers}D{self.decoding_layers}"
+
+    def as_config(self, cycle: int) -> dict[str, Any]:
+        """`model.config.dmtd` of a checkpoint trained with this split at training τ `cycle`."""
+        return {**asdict(self), "cycle": int(cycle), "version": CONFIG_VERSION}
+
+    @classmethod
+    def from_model(cls, model: Any, **overrides: Any) -> DMTDSpec:
+        """The split recorded in `model.config.dmtd`, with `overrides` (None values ignored); a model without it
+        needs both layer counts given (an untrained baseline)."""
+        from ... import layers as L
+
+        saved = dmtd_config(model)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        keys = ("encoding_layers", "decoding_layers", "combine")
+        merged = {k: given.get(k, saved.get(k)) for k in keys}
+        missing = [k for k in keys[:2] if merged[k] is None]
+        if missing:
+            raise ValueError(
+                f"the model has no `config.{CONFIG_KEY}` (not trained with DMTD): give {' and '.join(missing)}"
+            )
+        spec = cls(int(merged["encoding_layers"]), int(merged["decoding_layers"]), merged["combine"] or "add")
+        spec.check(L.num_layers(model))
+        return spec
+
+
+def dmtd_config(model: Any) -> Mapping[str, Any]:
+    """`model.config.dmtd` as a mapping ({} when the model was not trained with DMTD)."""
+    return dict(getattr(model.config, CONFIG_KEY, None) or {})
+
+
+PHASES = ("row", "random")
+OVERLONG = ("truncate", "drop")
+
+
+@dataclass(frozen=True)
+class DMTDConfig(SFTConfig):
+    """Paper 4's method settings (config `papers.p4.method`): the SFT data settings (`max_tokens`, `template`,
+    `loss_on`, `shuffle`, `seed`) plus the split (`encoding_layers`, `decoding_layers`, `combine`), the training
+    τ `cycle`, `phase` (row | random), `overlong` (truncate | drop), `train_embeddings`,
+    `gradient_checkpointing` (module docstring), and the run length in `epochs` with its `warmup_ratio`
+    (`epochs` module; None: `train.max_steps`, `train.warmup_steps`)."""
+
+    encoding_layers: int = 0
+    decoding_layers: int = 8
+    cycle: int = 3
+    combine: str = "add"
+    phase: str = "row"
+    overlong: str = "truncate"
+    train_embeddings: bool = True
+    gradient_checkpointing: bool = False
+    epochs: float | None = None
+    warmup_ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.cycle < 1:
+            raise ValueError(f"cycle (τ) must be >= 1, got {self.cycle}")
+        if self.phase not in PHASES:
+            raise ValueError(f"phase: {self.phase!r} is not one of {', '.join(PHASES)}")
+        if self.overlong not in OVERLONG:
+            raise ValueError(f"overlong: {self.overlong!r} is not one of {', '.join(OVERLONG)}")
+        if self.epochs is not None and not self.epochs > 0:
+            raise ValueError(f"epochs must be > 0, got {self.epochs}")
+        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        self.spec  # noqa: B018  (the split's own checks)
+
+    @property
+    def spec(self) -> DMTDSpec:
+        return DMTDSpec(self.encoding_layers, self.decoding_layers, self.combine)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> DMTDConfig:
+        return cls(**section_keys(cls, d, "p4.method"))
+
+
+def _resolve_train(settings: dict) -> dict:
+    """Settings whose `train` is resolved for the check: an epoch-based run's `train.max_steps` is
+    `epochs.LAUNCHER_STEPS` until its job counts rows."""
+    cfg = DMTDConfig.from_dict(settings.get("p4"))
+    try:
+        train = resolve_train(settings.get("train") or {}, cfg.epochs, cfg.warmup_ratio, rows=None)
+    except ValueError as e:
+        raise ValueError(f"p4 settings: {e}") from None
+    return {**settings, "train": train}
+
+
+# settings (`plan.run_settings`): those of `check_model_data_train` and `p4` (DMTDConfig keys)
+SETTINGS = MethodSettings("p4", "p4", DMTDConfig.from_dict, prepare=_resolve_train)
+launch_check = SETTINGS.check
