@@ -35,7 +35,7 @@ from mtp_core.papers.p2.data import Windows, trunk_features, write_features
 from mtp_core.papers.p2.losses import p2_loss
 from mtp_core.papers.p2.settings import P2LossConfig
 from mtp_core.papers.p2.train import train_p2
-from mtp_core.train.checkpoint import step_dir_name
+from mtp_core.train.config import step_dir_name
 from mtp_core.validation import load_config
 
 log = logging.getLogger("p2_pilot")

@@ -129,3 +129,15 @@ def hub_task_datasets(config: dict, task: str) -> dict[str, str]:
     <id>.tasks`); empty without a mirror. The evaluation reads them in place of the hub (`evaluate.hub_data`)."""
     datasets = (config.get("hub_mirror") or {}).get("datasets") or {}
     return {i: hub_mirror_path("datasets", i) for i, d in datasets.items() if task in (d.get("tasks") or ())}
+
+
+def checkpoint_location(spec: dict, base_dir: str | os.PathLike | None) -> tuple[str, dict]:
+    """Where `from_pretrained` finds this model, and extra keyword arguments for it."""
+    src = spec["source"]
+    if src == "hub":
+        return spec["id"], {"revision": spec.get("revision")}
+    if src == "local":
+        return spec["path"], {}
+    if base_dir is None:
+        raise ValueError(f"model {spec.get('name')!r} ({src}) needs its prepared checkpoint directory")
+    return str(base_dir), {}

@@ -25,7 +25,7 @@ import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "mistral")
+from .layer_support import SUPPORTED
 
 
 class UnsupportedModel(ValueError):

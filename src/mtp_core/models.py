@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from .config import checkpoint_location
 from .decoding.base import StopCriteria
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,7 @@ def _from_gguf(spec: dict) -> tuple[Any, Any]:
 
 def prepare_base_model(spec: dict, out_dir: str | os.PathLike, tokenizer_from: tuple[str, dict] | None = None) -> Path:
     """Write the HF checkpoint of a `gguf`, `tiny` or `scratch` model to `out_dir` (atomically: temp dir, rename).
-    `tokenizer_from` (scratch): where its tokenizer model is (`checkpoint_location`)."""
+    `tokenizer_from` (scratch): where its tokenizer model is (`config.checkpoint_location`)."""
     out_dir = Path(out_dir)
     if spec["source"] == "gguf":
         model, tok = _from_gguf(spec)
@@ -297,18 +298,6 @@ def prepare_base_model(spec: dict, out_dir: str | os.PathLike, tokenizer_from: t
         if tmp.exists():
             shutil.rmtree(tmp)
     return out_dir
-
-
-def checkpoint_location(spec: dict, base_dir: str | os.PathLike | None) -> tuple[str, dict]:
-    """Where `from_pretrained` finds this model, and extra keyword arguments for it."""
-    src = spec["source"]
-    if src == "hub":
-        return spec["id"], {"revision": spec.get("revision")}
-    if src == "local":
-        return spec["path"], {}
-    if base_dir is None:
-        raise ValueError(f"model {spec.get('name')!r} ({src}) needs its prepared checkpoint directory")
-    return str(base_dir), {}
 
 
 def load_model(

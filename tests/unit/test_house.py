@@ -4,6 +4,7 @@ the paper registry that lets the core use papers it never imports."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -149,6 +150,27 @@ def test_training_method_checks_load_without_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("] False"), proc.stdout
+
+
+def test_plan_checks_load_without_torch(tmp_path):
+    """`validation.load_config` (the schema, every paper's `check`, the methods' and decoders' checks: what each
+    Snakemake parse runs) imports no torch on the shipped configs, once the decoder catalog's cache is filled (a
+    first call in another process fills it; that one may import torch)."""
+    configs = [str(REPO / c) for c in ("config/tiny.yaml", "config.yaml", "config/paper.yaml")]
+    code = (
+        "import sys\n"
+        "from mtp_core.validation import load_config\n"
+        "for c in sys.argv[1:]:\n"
+        "    load_config(c)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "MTP_REPRO_CACHE": str(tmp_path)}
+    for expect in (None, "False"):  # the first call fills the cache
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *configs], capture_output=True, text=True, timeout=300, cwd=REPO, env=env
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert expect is None or proc.stdout.strip() == expect, proc.stdout
 
 
 def test_nothing_refers_to_files_outside_the_repository():

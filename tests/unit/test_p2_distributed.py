@@ -17,7 +17,7 @@ from mtp_core.heads import load_heads
 from mtp_core.models import load_model, prepare_base_model, tiny_tokenizer
 from mtp_core.papers.p2.train import heads_dir, train_p2
 from mtp_core.train import LocalDist, make_dist
-from mtp_core.train.checkpoint import step_dir_name
+from mtp_core.train.config import step_dir_name
 from mtp_core.train.loop import StopTraining
 
 from .ranks import TOL, curves, max_diff, run_ranks, weights_diff

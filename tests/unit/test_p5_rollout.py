@@ -18,7 +18,8 @@ from mtp_core.papers.p5.capture import build_table, greedy_trajectories
 from mtp_core.papers.p5.engines import OfflineEngine, static_policy
 from mtp_core.papers.p5.frontier import States, frontier_nodes, greedy_search, what_if
 from mtp_core.papers.p5.rollout import RolloutEngine, rollout_search, union_iteration
-from mtp_core.papers.p5.stages import FrontierSettings, task_frontier
+from mtp_core.papers.p5.settings import FrontierSettings
+from mtp_core.papers.p5.stages import task_frontier
 from mtp_core.papers.p5.throughput import StepPrices
 
 from .p5_world import NEW_TOKENS, world

@@ -17,7 +17,8 @@ from mtp_core.papers.p5.capture import build_table, greedy_trajectories
 from mtp_core.papers.p5.engines import OfflineEngine
 from mtp_core.papers.p5.frontier import States, debias, simulate, simulated_value
 from mtp_core.papers.p5.scheduler import Policy, score
-from mtp_core.papers.p5.stages import FrontierSettings, task_frontier
+from mtp_core.papers.p5.settings import FrontierSettings
+from mtp_core.papers.p5.stages import task_frontier
 from mtp_core.papers.p5.throughput import StepPrices
 
 from .p5_world import NEW_TOKENS, world

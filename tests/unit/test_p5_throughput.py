@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_core.papers.p5.engines import OfflineEngine, static_policy
+from mtp_core.papers.p5.settings import rows_needed
 from mtp_core.papers.p5.throughput import (
     NEVER_LEAVE_B,
     NEVER_LEAVE_S,
@@ -17,7 +18,6 @@ from mtp_core.papers.p5.throughput import (
     hull,
     ladder_candidates,
     ladder_sweep,
-    rows_needed,
     tau_settings,
     tau_sweep,
     throughput_row,

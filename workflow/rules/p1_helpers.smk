@@ -64,7 +64,7 @@ def p1_checkpoint_inputs(wildcards):
 
 
 def p1_export_dir(run, step):
-    from mtp_core.train.checkpoint import step_dir_name
+    from mtp_core.train.config import step_dir_name
 
     return f"{p1_run_dir(run)}/exports/{step_dir_name(int(step))}"
 
@@ -77,7 +77,7 @@ def p1_baseline_source(model, task):
         return None
     if p1plan.eval_dtype(config) not in (None, config["models"][model].get("dtype")):
         return None
-    from mtp_core.evaluate.run import EvalSettings
+    from mtp_core.evaluate import EvalSettings
 
     if EvalSettings.from_config(config, **p1plan.eval_settings(config, task)) != EvalSettings.from_config(config):
         return None

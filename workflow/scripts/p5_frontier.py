@@ -14,7 +14,7 @@ from mtp_core.decode_run import load_rule_model
 from mtp_core.io import log_to_file
 from mtp_core.papers.p5 import plan
 from mtp_core.papers.p5.jobs import frontier_job
-from mtp_core.papers.p5.stages import FrontierSettings
+from mtp_core.papers.p5.settings import FrontierSettings
 
 smk = snakemake
 log_to_file(smk.log[0])

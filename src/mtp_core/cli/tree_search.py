@@ -37,7 +37,7 @@ def search_settings(config: dict, args: argparse.Namespace) -> tuple[Any, dict]:
     flag is honoured; contradictions are refused with the flag's name)."""
     from ..masks.published import published_trees
     from ..papers.p5 import plan
-    from ..papers.p5.throughput import rows_needed
+    from ..papers.p5.settings import rows_needed
 
     s = plan.section(config)
     if not {"search", "decoding", "calibration", "throughput"} <= set(s):

@@ -11,7 +11,7 @@ _EXPORTS = {
     "MTPLM": "lm",
     "RequestStats": "lm",
     "load_from_args": "lm",
-    "EvalSettings": "run",
+    "EvalSettings": "settings",
     "join_samples": "run",
     "lm_eval_metrics": "run",
     "run_evaluation": "run",

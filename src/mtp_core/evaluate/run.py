@@ -14,7 +14,6 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +25,10 @@ from ..models import LoadedModel
 from ..results import decode_stats, effective_k, make_result, sample_record, write_result
 from .hub_data import hub_datasets_from
 from .lm import MTPLM, RequestStats
+from .settings import EvalSettings
 from .tasks import task_manager_for
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    """How a task is run. `apply_chat_template` None follows the model's `chat_template` setting;
-    `max_gen_toks` None keeps the task's own; `num_fewshot` None keeps the task's default;
-    `chat_template_kwargs` go to the tokenizer's chat template (e.g. Qwen3's `{enable_thinking: false}`)."""
-
-    limit: int | None = None
-    batch_size: int = 8
-    max_gen_toks: int | None = None
-    apply_chat_template: bool | None = None
-    num_fewshot: int | None = None
-    bootstrap_iters: int = 1000
-    chat_template_kwargs: dict[str, Any] | None = None
-
-    @classmethod
-    def from_config(cls, config: dict, **overrides: Any) -> EvalSettings:
-        """Settings from the validated config's `evaluation` section, then `overrides` (e.g. a paper's)."""
-        section = config["evaluation"]
-        base = cls(**{f.name: section[f.name] for f in fields(cls) if f.name in section})
-        return replace(base, **overrides)
 
 
 def run_evaluation(

@@ -29,13 +29,10 @@ import numpy as np
 import torch
 
 from ..io import atomic_dir
+from .config import step_dir_name
 
 log = logging.getLogger(__name__)
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-
-
-def step_dir_name(step: int) -> str:
-    return f"step-{step:08d}"
 
 
 # ------------------------------------------------------------------------------------------------- RNG

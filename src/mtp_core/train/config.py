@@ -128,3 +128,8 @@ class TrainConfig:
                 f"give {chunks} micro-batches, not divisible by world_size {world_size}"
             )
         return chunks // world_size
+
+
+def step_dir_name(step: int) -> str:
+    """The directory of step `step`'s checkpoint or export (`checkpoint.save_checkpoint`, `exports/` of a run)."""
+    return f"step-{step:08d}"

@@ -51,8 +51,8 @@ import numpy as np
 import torch
 
 from ..io import atomic_write_json
-from .checkpoint import export_hf, latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state, step_dir_name
-from .config import TrainConfig
+from .checkpoint import export_hf, latest_checkpoint, load_checkpoint, save_checkpoint, set_rng_state
+from .config import TrainConfig, step_dir_name
 from .curves import CurveWriter, curve_means
 from .dist import LocalDist
 from .optim import build_optimizer, build_scheduler

@@ -380,7 +380,7 @@ def trunk_config(params: dict) -> dict:
     """The trunk's config.json (a prepared checkpoint), or its hub/local config."""
     from transformers import AutoConfig
 
-    from ...models import checkpoint_location
+    from ...config import checkpoint_location
 
     where, kwargs = checkpoint_location(params["model_spec"], params["model_dir"])
     return AutoConfig.from_pretrained(where, **kwargs).to_dict()

@@ -1,4 +1,4 @@
-"""Paper 3, Section 3.1: the embeddings of the mask tokens probed into the frozen model. Strategies (`STRATEGIES`):
+"""Paper 3, Section 3.1: the embeddings of the mask tokens probed into the frozen model. Strategies (`settings.STRATEGIES`):
 the mean of the prompt's token embeddings updated with each generated token (`prompt_mean`, the paper's: an
 exponential moving average, `ema_update`; the paper's Eq. 4 and its alpha are lost from our copy), the last
 token(s) (`last_n`), a Gaussian draw from the vocabulary's embedding statistics (`gaussian`), and the vocabulary
@@ -9,8 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-STRATEGIES = ("last_n", "gaussian", "prompt_mean", "vocab_mean")
 
 
 def vocab_rows(model: torch.nn.Module, tokenizer: Any) -> int:

@@ -32,6 +32,7 @@ from ...decoding.catalog import check_decoder, decoder_names
 from ...io import InputError
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
+from .settings import STRATEGIES
 
 RESULTS = "results"
 REFERENCE = "greedy"
@@ -321,8 +322,6 @@ def check(config: dict) -> None:
     fig2 = figure_spec(config, ALIGNMENT_FIGURE)
     if fig2["model"] not in declared:
         raise ConfigError(f"papers.p3.figures.fig2.model: model {fig2['model']!r} is not declared")
-    from .mask_embeddings import STRATEGIES
-
     strategy = (fig2.get("probing") or {}).get("strategy", "prompt_mean")
     if strategy not in STRATEGIES:
         raise ConfigError(f"papers.p3.figures.fig2.probing.strategy: {strategy!r} is not one of {STRATEGIES}")

@@ -90,7 +90,6 @@ from .draft_trees import (
     tree_nodes,
 )
 from .mask_embeddings import (
-    STRATEGIES,
     ema_update,
     last_n_mask,
     masked_mean,
@@ -98,6 +97,7 @@ from .mask_embeddings import (
     vocab_mean_embedding,
     vocab_rows,
 )
+from .settings import STRATEGIES
 
 # ---------------------------------------------------------------- acceptance statistics of the guard
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...config import ConfigError
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS
+from ...layer_support import SUPPORTED
 from ...model_plan import declared_layers
 from ...run_plan import FILE_NAME
 from .epochs import resolve_train
@@ -37,7 +38,6 @@ def check(config: dict) -> None:
     table's runs share one start model (one Vanilla row); the teacher-forced dataset has a validation split; τ >= 1
     everywhere (the schema)."""
     from ...evaluate.tasks import is_local_task, task_dataset
-    from ...layers import SUPPORTED
     from ...train.launch.settings import check_training
     from .settings import DMTDConfig
 

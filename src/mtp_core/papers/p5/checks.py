@@ -4,12 +4,11 @@ JSON schema (`p5.schema.yaml`) cannot express, read through `papers.p5.plan`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...config import ConfigError
 from ...decoding.catalog import check_decoder, decoder_names
 from ...io import InputError
 from ...masks.published import published_trees
+from .frontier import search_stop
 from .plan import (
     FIGURES,
     HEADS_MODULE_KEYS,
@@ -31,10 +30,8 @@ from .plan import (
     tasks,
 )
 from .scheduler import POLICIES, feature_depth
+from .settings import FrontierSettings, HeadsTrainConfig, rows_needed
 from .splits import PROMPT_FORMATS, SOURCES, SPLITS
-
-if TYPE_CHECKING:
-    from .stages import FrontierSettings
 
 
 def _need(table: dict, name: str, key: str, kind: str) -> None:
@@ -49,14 +46,11 @@ def check(config: dict) -> None:
     as the searched depths, the published default tree and the score feature; methods name registered decoders
     with known parameters, declared heads, published trees, and EntMTP's heads are searched; τ_off <= τ_on;
     budgets give non-empty windows; the verification prices reach the widest tree the search grows or prices
-    (`throughput.rows_needed`: int(max budget x (1 + tolerance)) nodes, the default tree's, plus the root row);
+    (`settings.rows_needed`: int(max budget x (1 + tolerance)) nodes, the default tree's, plus the root row);
     tables, figures and the leaderboard name declared tasks and methods (the rows' heads' model:
     `leaderboard.check`). The frontier's engine needs no check: it follows the decoding regime
     (`plan.search_engine`), so a bank is never chosen in another regime than its decoders'."""
     from ...train.launch.settings import check_training
-    from .frontier import search_stop  # the search's modules import torch: the workflow's parse does not
-    from .settings import HeadsTrainConfig
-    from .throughput import rows_needed
 
     s = section(config)
     _need(config["models"], model(config), "papers.p5.model", "model")

@@ -24,8 +24,9 @@ from .frontier import States, simulate
 from .rollout import RolloutEngine
 from .scheduler import policy_from_params
 from .selfdistill import write_selfdistill
+from .settings import FrontierSettings
 from .splits import SPLITS, split_task
-from .stages import FrontierSettings, calibrate, task_frontier, write_task_outputs
+from .stages import calibrate, task_frontier, write_task_outputs
 from .throughput import StepPrices, measure_verify
 
 log = logging.getLogger(__name__)

@@ -22,17 +22,15 @@ Names (all derived here):
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config import ConfigError, model_spec
 from ...model_plan import model_dir, with_base_stamp
 from ...registry import LeaderboardEntry
 from ...results import figure_files, table_files
 from ...run_plan import launcher_settings as run_launcher
+from .settings import FrontierSettings
 from .splits import SPLITS
-
-if TYPE_CHECKING:  # the stages import torch; the workflow's parse reads this module without it
-    from .stages import FrontierSettings
 
 RESULTS = "results"
 REFERENCE = "greedy"
@@ -187,8 +185,6 @@ def frontier_files(heads: str, task: str) -> list[str]:
 
 
 def frontier_settings(config: dict) -> FrontierSettings:
-    from .stages import FrontierSettings
-
     s = section(config)
     search, sched, reg = s.get("search") or {}, s.get("scheduler") or {}, s.get("regimes") or {}
     kw: dict[str, Any] = {

@@ -1,17 +1,23 @@
-"""Paper 5's heads-training settings, importing no torch: `HeadsTrainConfig` and the launcher method's check
-(`launch_check`, method `p5_heads`), which the workflow's plan checks run."""
+"""Paper 5's settings, importing no torch, which the workflow's plan checks read: `HeadsTrainConfig` and the
+launcher method's check (`launch_check`, method `p5_heads`); the frontier pipeline's `FrontierSettings` and the
+verification rows its prices must reach (`rows_needed`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from ...config import section_keys
+from ...masks.published import MEDUSA_TOPK
 from ...train.launch.methods import MethodSettings, check_settings
+from .frontier import FRONTIER_MODES, search_stop
+from .scheduler import feature_depth
 
 ARCHS = ("medusa", "hydra")
 LOSSES = ("teacher", "hard")
+CANDIDATE_MODES = ("per-depth-frontier", "global-frontier", "all")  # `throughput.candidate_trees`
 
 
 @dataclass(frozen=True)
@@ -68,3 +74,43 @@ SETTINGS = MethodSettings(
     settings_check=partial(check_settings, required=("model", "data", "heads", "train"), paths=("data", "base_dir")),
 )
 launch_check = SETTINGS.check
+
+
+DEFAULT_TAUS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+
+
+@dataclass(frozen=True)
+class FrontierSettings:
+    """The pipeline's settings (config `papers.p5.search`, `.debias`, `.throughput`, `.scheduler`, `.regimes`; the
+    config's defaults are the schema's, these the same for direct calls; budgets in drafted nodes)."""
+
+    depths: tuple[int, ...] = (1, 2, 3, 4)
+    budgets: tuple[int, ...] = (16, 32, 64)
+    tolerance: float = 0.4
+    max_children_per_parent: int = 10
+    default_tree: str = "mc_sim_7b_63"
+    frontier_mode: str = "per-depth"
+    candidate_mode: str = "per-depth-frontier"
+    score_feature: str = "path_value_greedy_depth4"
+    taus: tuple[float, ...] = DEFAULT_TAUS
+    hysteresis: tuple[float, ...] = (1.0, 0.5)
+    policy_period: int = 1
+    regimes_tree: str = "mc_sim_7b_63"
+    target_accept: int = 1
+    price_reps: int = 5
+    include_greedy: bool = False
+
+    def __post_init__(self) -> None:
+        if self.frontier_mode not in FRONTIER_MODES:
+            raise ValueError(f"debias.frontier_mode {self.frontier_mode!r} is not one of {FRONTIER_MODES}")
+        if self.candidate_mode not in CANDIDATE_MODES:
+            raise ValueError(f"throughput.candidate_mode {self.candidate_mode!r} is not one of {CANDIDATE_MODES}")
+        if not 1 <= self.max_children_per_parent <= MEDUSA_TOPK:  # ranks >= 10: no tree index, no rank-table entry
+            raise ValueError(f"search.max_children_per_parent {self.max_children_per_parent}: 1 .. {MEDUSA_TOPK}")
+        feature_depth(self.score_feature)
+
+
+def rows_needed(budgets: Sequence[int], tolerance: float, extra_nodes: Sequence[int] = ()) -> int:
+    """Verification rows the prices must reach: the largest searched tree (`frontier.search_stop` nodes) or
+    priced extra tree (the published default), plus its root row."""
+    return max([search_stop(budgets, tolerance), *extra_nodes]) + 1

@@ -14,23 +14,22 @@ import csv
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ...heads import DraftHeads
 from ...io import atomic_path, atomic_write_json
-from ...masks.published import MEDUSA_TOPK
 from ...models import LoadedModel
 from .bank import ROOT_ONLY, Paths, TopologyBank, canonical, resolve_tree
 from .calibration import PromptTable, write_table
 from .capture import build_table, greedy_trajectories
 from .engines import Engine, Run, static_policy
-from .frontier import FRONTIER_MODES, assemble_search, debias, kendall_tau, search_stop
+from .frontier import assemble_search, debias, kendall_tau, search_stop
 from .regimes import FEATURES, regime_summary, step_rows
 from .scheduler import feature_depth
+from .settings import FrontierSettings
 from .throughput import (
-    CANDIDATE_MODES,
     StepPrices,
     candidate_trees,
     greedy_seconds,
@@ -43,38 +42,6 @@ from .throughput import (
 )
 
 log = logging.getLogger(__name__)
-DEFAULT_TAUS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
-
-
-@dataclass(frozen=True)
-class FrontierSettings:
-    """The pipeline's settings (config `papers.p5.search`, `.debias`, `.throughput`, `.scheduler`, `.regimes`; the
-    config's defaults are the schema's, these the same for direct calls; budgets in drafted nodes)."""
-
-    depths: tuple[int, ...] = (1, 2, 3, 4)
-    budgets: tuple[int, ...] = (16, 32, 64)
-    tolerance: float = 0.4
-    max_children_per_parent: int = 10
-    default_tree: str = "mc_sim_7b_63"
-    frontier_mode: str = "per-depth"
-    candidate_mode: str = "per-depth-frontier"
-    score_feature: str = "path_value_greedy_depth4"
-    taus: tuple[float, ...] = DEFAULT_TAUS
-    hysteresis: tuple[float, ...] = (1.0, 0.5)
-    policy_period: int = 1
-    regimes_tree: str = "mc_sim_7b_63"
-    target_accept: int = 1
-    price_reps: int = 5
-    include_greedy: bool = False
-
-    def __post_init__(self) -> None:
-        if self.frontier_mode not in FRONTIER_MODES:
-            raise ValueError(f"debias.frontier_mode {self.frontier_mode!r} is not one of {FRONTIER_MODES}")
-        if self.candidate_mode not in CANDIDATE_MODES:
-            raise ValueError(f"throughput.candidate_mode {self.candidate_mode!r} is not one of {CANDIDATE_MODES}")
-        if not 1 <= self.max_children_per_parent <= MEDUSA_TOPK:  # ranks >= 10: no tree index, no rank-table entry
-            raise ValueError(f"search.max_children_per_parent {self.max_children_per_parent}: 1 .. {MEDUSA_TOPK}")
-        feature_depth(self.score_feature)
 
 
 def calibrate(

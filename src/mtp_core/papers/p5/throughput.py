@@ -36,10 +36,9 @@ from ...masks.tree import tree_buffers
 from .bank import Paths, tree_depth
 from .drafting import HydraStep, MedusaStep
 from .engines import Engine, Run
-from .frontier import pareto, search_stop
+from .frontier import pareto
 from .scheduler import Policy, ladder_thresholds
-
-CANDIDATE_MODES = ("per-depth-frontier", "global-frontier", "all")
+from .settings import CANDIDATE_MODES
 
 
 @dataclass
@@ -63,7 +62,7 @@ class StepPrices:
     def verify(self, nodes: int) -> float:
         """Seconds of verifying a tree of `nodes` drafts (root row added, small chunks padded as the core does),
         interpolated between the timed chunk sizes. A tree wider than the widest timed chunk is refused, not
-        priced as that chunk (`np.interp` would clamp): `rows_needed` says how wide the prices must reach."""
+        priced as that chunk (`np.interp` would clamp): `settings.rows_needed` says how wide the prices must reach."""
         rows = padded_rows(nodes + 1, self.pad_small_chunks)
         if rows > max(self.verify_rows):
             raise ValueError(
@@ -346,9 +345,3 @@ def ladder_sweep(
         rows.append({"thresholds": thr, **run_speed(prices, run, bank), "share": run.share(list(order))})
     ranked = sorted(range(len(rows)), key=lambda i: (-rows[i]["modeled_tokens_per_s"], i))
     return [rows[i] for i in ranked]
-
-
-def rows_needed(budgets: Sequence[int], tolerance: float, extra_nodes: Sequence[int] = ()) -> int:
-    """Verification rows the prices must reach: the largest searched tree (`frontier.search_stop` nodes) or
-    priced extra tree (the published default), plus its root row."""
-    return max([search_stop(budgets, tolerance), *extra_nodes]) + 1
