@@ -25,7 +25,7 @@ import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask
 
-from .layer_support import SUPPORTED
+from .config import LAYER_MODEL_TYPES
 
 
 class UnsupportedModel(ValueError):
@@ -33,11 +33,11 @@ class UnsupportedModel(ValueError):
 
 
 def check_supported(model: torch.nn.Module) -> None:
-    """Raise `UnsupportedModel` unless the model is one of `SUPPORTED` with full attention in every layer."""
+    """Raise `UnsupportedModel` unless the model is one of `LAYER_MODEL_TYPES` with full attention in every layer."""
     cfg = model.config
     kind = getattr(cfg, "model_type", "?")
-    if kind not in SUPPORTED:
-        raise UnsupportedModel(f"model type {kind!r}: layer subsets support {', '.join(SUPPORTED)}")
+    if kind not in LAYER_MODEL_TYPES:
+        raise UnsupportedModel(f"model type {kind!r}: layer subsets support {', '.join(LAYER_MODEL_TYPES)}")
     types = getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers
     if (
         any(t != "full_attention" for t in types)

@@ -33,7 +33,7 @@ from torch import nn
 from transformers import AutoConfig, PretrainedConfig
 from transformers.masking_utils import create_causal_mask
 
-from ..head_options import CONCAT, INITS
+from ..config import HEAD_CONCAT, HEAD_INITS
 from .store import DraftHeads, register_heads
 
 _DROP = ("architectures", "_name_or_path", "transformers_version", "auto_map", "quantization_config")
@@ -104,8 +104,8 @@ class DeepSeekMTPHeads(DraftHeads):
         super().__init__(config)
         if int(self.config["num_heads"]) < 1:
             raise ValueError(f"num_heads must be >= 1, got {self.config['num_heads']}")
-        if self.config.get("concat", "emb_first") not in CONCAT:
-            raise ValueError(f"concat: {self.config['concat']!r} is not one of {', '.join(CONCAT)}")
+        if self.config.get("concat", "emb_first") not in HEAD_CONCAT:
+            raise ValueError(f"concat: {self.config['concat']!r} is not one of {', '.join(HEAD_CONCAT)}")
         self.block_config = block_config(self.config["block"])
         self.heads = nn.ModuleList(MTPHead(self.block_config) for _ in range(int(self.config["num_heads"])))
 
@@ -137,8 +137,8 @@ class DeepSeekMTPHeads(DraftHeads):
         trunk's last layer and outnorm of its final norm, enorm/hnorm 1, the projection nn.Linear's default (a
         pretrained trunk, embedded scale); `normal` = every matrix N(0, std) (std: the trunk's
         initializer_range), norms 1 (training from scratch, paper scale)."""
-        if init not in INITS:
-            raise ValueError(f"init: {init!r} is not one of {', '.join(INITS)}")
+        if init not in HEAD_INITS:
+            raise ValueError(f"init: {init!r} is not one of {', '.join(HEAD_INITS)}")
         heads = cls({"num_heads": int(num_heads), "block": trunk.config.to_dict(), "concat": concat})
         heads.set_attn_implementation(getattr(trunk.config, "_attn_implementation", None) or "sdpa")
         p = next(trunk.parameters())

@@ -8,8 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...config import section_keys
-from ...head_options import CONCAT, INITS
+from ...config import HEAD_CONCAT, HEAD_INITS, section_keys
 from ...train.launch.methods import MethodSettings, check_settings
 
 TRUNK = ("frozen", "last_layers", "all")
@@ -108,8 +107,8 @@ class P2Config:
             raise ValueError(f"trunk: {self.trunk!r} is not one of {', '.join(TRUNK)}")
         if (self.trunk == "last_layers") != (self.trunk_layers > 0):
             raise ValueError(f"trunk_layers {self.trunk_layers}: > 0 exactly when trunk is last_layers")
-        if self.init not in INITS or self.concat not in CONCAT:
-            raise ValueError(f"init {self.init!r} / concat {self.concat!r}: one of {INITS} / {CONCAT}")
+        if self.init not in HEAD_INITS or self.concat not in HEAD_CONCAT:
+            raise ValueError(f"init {self.init!r} / concat {self.concat!r}: one of {HEAD_INITS} / {HEAD_CONCAT}")
 
     @classmethod
     def from_dict(cls, d: dict | None) -> P2Config:

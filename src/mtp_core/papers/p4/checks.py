@@ -3,9 +3,8 @@ express, each error naming its key."""
 
 from __future__ import annotations
 
-from ...config import ConfigError
+from ...config import LAYER_MODEL_TYPES, ConfigError
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS
-from ...layer_support import SUPPORTED
 from ...model_plan import declared_layers
 from ...run_plan import FILE_NAME
 from .epochs import resolve_train
@@ -70,10 +69,10 @@ def check(config: dict) -> None:
         known = declared_layers(config, plan.model)
         if known is not None:
             kind, n_layers = known
-            if kind not in SUPPORTED:
+            if kind not in LAYER_MODEL_TYPES:
                 raise ConfigError(
                     f"{where}.model: {plan.model!r} is a {kind!r} model; DMTD runs layer subsets of "
-                    f"{', '.join(SUPPORTED)}"
+                    f"{', '.join(LAYER_MODEL_TYPES)}"
                 )
             try:
                 cfg.spec.check(n_layers)
