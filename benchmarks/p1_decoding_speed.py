@@ -2,7 +2,7 @@
 
 Target: tok/s(decoder) >= 0.9 x eff_k x tok/s(greedy) x t(1-token forward) / t(decoder's per-step forward),
 all measured in this one process (same weights, prompts, threads; warm-up; interleaved order; medians, via
-`mtp_core.bench.run_bench`). So the decoder may lose at most 10% to anything but its forward passes.
+`mtp_core.bench.protocol.run_bench`). So the decoder may lose at most 10% to anything but its forward passes.
 
 * eff_k = tokens / forwards over all prompts (the prefill forward included; it emits up to k tokens).
 * t(1-token forward): the greedy step, batch B, `logits_to_keep=1`, on a cache of typical length.
@@ -40,10 +40,10 @@ from transformers import DynamicCache
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, run_bench  # noqa: E402
+from mtp_core.bench.protocol import BenchPrompt, encode_prompts, make_batches, run_bench  # noqa: E402
 from mtp_core.decoding.base import GenerationResult, registry_name  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
-from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
+from mtp_core.models.load import LoadedModel, load_model, prepare_base_model  # noqa: E402
 from mtp_core.papers.p1.decoders import ConfAdaptDecoder, StaticKDecoder  # noqa: E402
 from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402
 

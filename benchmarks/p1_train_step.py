@@ -65,7 +65,7 @@ def load(args):
         tok = AutoTokenizer.from_pretrained(base)
         model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
         return model, tok, "smollm2-135m", True
-    from mtp_core.models import tiny_model, tiny_tokenizer
+    from mtp_core.models.load import tiny_model, tiny_tokenizer
 
     print("NOTE: results/models/base/smollm2-135m not prepared (or --tiny): timing a TINY random model")
     return tiny_model(TINY), tiny_tokenizer(), "tiny-llama", True

@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-from mtp_core.config import config_hash
+from mtp_core.config.settings import config_hash
 from mtp_core.papers.p2 import experiments, plan
 from mtp_core.papers.p2.jobs import load_main, prompt_rows
 from mtp_core.papers.p2.speed import speed_job

@@ -8,7 +8,7 @@ measurement) and of t+3, per variant, open-ended categories vs the others, masks
 (where the guard's probes fall). The node logits are checked to
 reproduce the greedy continuation (argmax at token t = token t+1).
 
-Part `bench` (`mtp_core.bench.run_bench`: same weights, prompts and threads, warm-up, interleaved order): greedy,
+Part `bench` (`mtp_core.bench.protocol.run_bench`: same weights, prompts and threads, warm-up, interleaved order): greedy,
 prompt lookup (chain of 3, the issue's baseline) and probing presets; tokens per forward (bonus included), tok/s,
 speed vs greedy and identical_to_greedy, overall and per category; for probing also the decoder's own hit rates.
 Two checks of the timings: `greedy-<label>` presets (a second greedy instance: its speed vs `greedy` is the run's
@@ -48,13 +48,13 @@ from transformers import DynamicCache
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from mtp_core.bench import BenchPrompt, encode_prompts, run_bench  # noqa: E402
+from mtp_core.bench.protocol import BenchPrompt, encode_prompts, run_bench  # noqa: E402
 from mtp_core.decoding import build_decoder  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
 from mtp_core.decoding.cost import calibrate_on_prompt, modeled_speedup  # noqa: E402
 from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
 from mtp_core.masks.tree import chain_buffers  # noqa: E402
-from mtp_core.models import LoadedModel, load_model, prepare_base_model  # noqa: E402
+from mtp_core.models.load import LoadedModel, load_model, prepare_base_model  # noqa: E402
 from mtp_core.papers.p3.alignment import mask_embeddings  # noqa: E402
 from mtp_core.papers.p3.draft_trees import mask_chain_parents  # noqa: E402
 from mtp_core.papers.p3.probing import ProbingDecoder  # noqa: E402

@@ -1,7 +1,7 @@
 """Paper 4 decoding speed (issue item "Targets"): `dmtd` at each τ against reference greedy, side by side, with the
 speed-up modeled from measured layer costs beside the measured one.
 
-* Measured: the bench protocol (`mtp_core.bench.run_bench`: same weights, prompts and threads; warm-up; interleaved
+* Measured: the bench protocol (`mtp_core.bench.protocol.run_bench`: same weights, prompts and threads; warm-up; interleaved
   order; per-batch medians over repeats) on random prompts without stop criteria, so every row emits exactly
   `--new-tokens` (the paper's protocol, A14); the weights do not matter then, only the schedule.
 * Modeled: τ · t_full / (t_start(τ) + (τ-1) · t_late) with the layer costs measured on the live cache of the same
@@ -34,8 +34,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from mtp_core.bench import run_bench  # noqa: E402
-from mtp_core.models import load_model, prepare_base_model  # noqa: E402
+from mtp_core.bench.protocol import run_bench  # noqa: E402
+from mtp_core.models.load import load_model, prepare_base_model  # noqa: E402
 from mtp_core.papers.p4.cyclic import plt  # noqa: E402
 from mtp_core.papers.p4.settings import DMTDSpec  # noqa: E402
 from mtp_core.papers.p4.speed import measure_layer_costs, random_prompts  # noqa: E402

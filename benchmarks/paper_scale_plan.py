@@ -5,7 +5,7 @@
 The trainings of papers 1, 2 and 4 come from the papers' plan code (`papers.pN.plan.run_plan`, `launcher_settings`,
 the plan check's `check_training`: world = nodes x tasks_per_node, the batch split over it); runs whose rows come
 out identical share one row. Models are built on the meta device: hub models from `paper_scale_terms.HUB`, paper 2's
-scratch models through `mtp_core.models.scratch_model` (a tokenizer stand-in of the tokenizer model's length) with
+scratch models through `mtp_core.models.load.scratch_model` (a tokenizer stand-in of the tokenizer model's length) with
 `DeepSeekMTPHeads` inside `P2Model`, so that the FSDP2 units are those `train.dist.shard_units` finds in the modules
 the training wraps. Every formula is in `paper_scale_terms.py`'s docstring; the output names the commit and date.
 """
@@ -46,7 +46,7 @@ from paper_scale_terms import (
     unique_params,
 )
 
-from mtp_core.config import ConfigError
+from mtp_core.config.settings import ConfigError
 from mtp_core.train.config import TrainConfig
 from mtp_core.train.launch.settings import check_training
 
@@ -276,7 +276,7 @@ BUILDERS = {"p1": p1_training, "p2": p2_training, "p4": p4_training}
 
 def trainings(config: dict) -> list[Training]:
     """Every training run of the enabled papers 1, 2 and 4, in config order."""
-    from mtp_core.run_plan import paper_section
+    from mtp_core.models.runs import paper_section
 
     cache: dict = {}
     out = []

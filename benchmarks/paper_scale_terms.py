@@ -48,7 +48,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from mtp_core.models import DTYPES, scratch_model
+from mtp_core.models.load import DTYPES, scratch_model
 from mtp_core.train.dist import shard_units
 
 GIB = 2**30

@@ -87,7 +87,7 @@ def score(work: Path, cfg: dict, weights: str, decoders: dict[str, dict], n: int
     import torch
 
     from mtp_core.evaluate import EvalSettings, run_evaluation
-    from mtp_core.models import load_model
+    from mtp_core.models.load import load_model
     from mtp_core.validation import validate_config
 
     torch.set_num_threads(threads)

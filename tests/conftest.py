@@ -104,7 +104,7 @@ def tiny_spec(arch: str = "llama", **overrides) -> dict:
 @pytest.fixture(scope="session", params=["llama", "qwen3"])
 def tiny_loaded(request, tmp_path_factory):
     """A prepared and loaded tiny model of each architecture."""
-    from mtp_core.models import load_model, prepare_base_model
+    from mtp_core.models.load import load_model, prepare_base_model
 
     spec = tiny_spec(request.param)
     d = prepare_base_model(spec, tmp_path_factory.mktemp(f"tiny-{request.param}") / "model")
@@ -113,7 +113,7 @@ def tiny_loaded(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
-    from mtp_core.models import load_model, prepare_base_model
+    from mtp_core.models.load import load_model, prepare_base_model
 
     spec = tiny_spec("llama")
     d = prepare_base_model(spec, tmp_path_factory.mktemp("tiny-llama-only") / "model")

@@ -11,7 +11,7 @@ One place for these paths, used by the workflow (`model_dir` in common.smk), the
 
 from __future__ import annotations
 
-from .config import ConfigError, checkpoint_location, dataset_on_bad_row, deep_merge, model_spec
+from .config.settings import ConfigError, checkpoint_location, dataset_on_bad_row, deep_merge, model_spec
 from .data.rows import TRAIN_DATA_KINDS, train_data_path
 
 RESULTS = "results"
@@ -74,7 +74,7 @@ def with_base_stamp(settings: dict, config: dict, name: str) -> dict:
 
 
 def tokenizer_location(config: dict, name: str, results: str = RESULTS) -> tuple[str, dict]:
-    """Where the tokenizer of a scratch model's `tokenizer` model is (`config.checkpoint_location`)."""
+    """Where the tokenizer of a scratch model's `tokenizer` model is (`config.settings.checkpoint_location`)."""
     tok = config["models"][name]["tokenizer"]
     return checkpoint_location(config["models"][tok], model_dir(config, tok, results))
 

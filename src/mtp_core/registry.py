@@ -72,7 +72,7 @@ class Paper:
     `workflow/scripts/<name>_*.py`, `mtp_core/papers/<name>/` and `results/*/<name>/`).
 
     * `check(config)`: the cross-references and settings of `papers.<name>` that the JSON schema cannot express
-      (called before any job, only when the paper is enabled); raises `config.ConfigError` naming the key.
+      (called before any job, only when the paper is enabled); raises `config.settings.ConfigError` naming the key.
     * `targets(config)`: the files `rule all` builds for it (when enabled).
     * `leaderboard(config)`: its rows of the leaderboard (when enabled).
     * `methods`: its training methods for the launcher (`train.launch`), by name.

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 
-from . import leaderboard, registry
-from .config import ConfigError, read_config, validate_schema
+from . import registry
+from .config.settings import ConfigError, read_config, validate_schema
 from .data.sources import SourceError, check_sources
 from .decoding.catalog import check_decoder
 from .evaluate.tasks import is_local_task, task_dataset
 from .hub_mirror import plan as hub_mirror
 from .io import InputError
+from .leaderboard import plan as leaderboard
 from .model_plan import check as check_models
 
 

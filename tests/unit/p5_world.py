@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from mtp_core.decoding import StopCriteria
-from mtp_core.models import LoadedModel, load_model, prepare_base_model
+from mtp_core.models.load import LoadedModel, load_model, prepare_base_model
 from mtp_core.papers.p5.capture import greedy_trajectories
 from mtp_core.papers.p5.selfdistill import SelfDistillData, write_selfdistill
 from mtp_core.papers.p5.settings import HeadsTrainConfig

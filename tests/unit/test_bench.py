@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtp_core.bench import BenchPrompt, encode_prompts, make_batches, markdown_table, median_seconds, run_bench
+from mtp_core.bench.protocol import BenchPrompt, encode_prompts, make_batches, markdown_table, median_seconds, run_bench
 from mtp_core.decoding import register_decoder
 from mtp_core.decoding.greedy import GreedyDecoder
 
@@ -84,7 +84,7 @@ def test_labels_let_one_method_run_with_several_settings(tiny_llama):
 def test_warmup_decodes_the_first_batch_once_per_decoder_up_to_warmup_tokens(tiny_llama, monkeypatch):
     """The warm-up runs every decoder on the first batch `warmup` times at up to `warmup_tokens` new tokens, then
     the measured repeats decode at `max_new_tokens`."""
-    import mtp_core.bench as bench
+    import mtp_core.bench.protocol as bench
 
     calls = []
     real = bench.generate_turns
@@ -111,7 +111,7 @@ TWO_TURNS = [
 
 def test_multi_turn_rows_are_decoded_turn_by_turn_with_their_own_answers(tiny_llama):
     """Spec-Bench protocol: turn 2 is the chat of turn 1 with the decoder's own answer, then turn 2."""
-    from mtp_core.bench import generate_turns
+    from mtp_core.bench.protocol import generate_turns
 
     prompts = encode_prompts(tiny_llama, TWO_TURNS)
     assert prompts[0].turns == ("write a haiku", "now make it sadder") and prompts[1].turns == ()

@@ -8,7 +8,7 @@ import copy
 import pytest
 import yaml
 
-from mtp_core.config import ConfigError, config_hash
+from mtp_core.config.settings import ConfigError, config_hash
 from mtp_core.validation import load_config, validate_config
 
 from ..conftest import REPO
@@ -59,7 +59,7 @@ def test_defaults_equal_snakemakes_own_validate(files):
     """`validate_schema` (libyaml, the Snakefile's) fills the config exactly as `snakemake.utils.validate` does."""
     from snakemake.utils import validate
 
-    from mtp_core.config import SCHEMA_PATH, deep_merge, validate_schema
+    from mtp_core.config.settings import SCHEMA_PATH, deep_merge, validate_schema
 
     raw: dict = {}
     for f in files:
@@ -71,7 +71,7 @@ def test_defaults_equal_snakemakes_own_validate(files):
 
 
 def test_schema_error_is_one_line_naming_the_path(tiny_raw):
-    from mtp_core.config import validate_schema
+    from mtp_core.config.settings import validate_schema
 
     with pytest.raises(ConfigError) as e:
         validate_schema(bad(tiny_raw, lambda c: c["papers"]["p2"].update(reference_extra_tokens="x")))

@@ -1,16 +1,16 @@
-"""config/README.md is generated from the schema (`mtp_core.schema_doc`) and current; the schema's descriptions are
+"""config/README.md is generated from the schema (`mtp_core.config.schema_doc`) and current; the schema's descriptions are
 whole (a comma inside an unquoted flow-mapping description splits it into a stray key)."""
 
 from __future__ import annotations
 
 import yaml
 
-from mtp_core import schema_doc
-from mtp_core.config import SCHEMA_PATH
+from mtp_core.config import schema_doc
+from mtp_core.config.settings import SCHEMA_PATH
 
 
 def test_config_readme_is_current():
-    assert schema_doc.main(["--check"]) == 0, "run `python -m mtp_core.schema_doc`"
+    assert schema_doc.main(["--check"]) == 0, "run `python -m mtp_core.config.schema_doc`"
 
 
 def test_every_key_of_every_section_is_listed_with_its_default_and_description():

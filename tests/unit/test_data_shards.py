@@ -12,7 +12,7 @@ import pytest
 from mtp_core.data import TokenShards, prepare_shards, token_dtype, write_shards
 from mtp_core.data.pretrain import fineweb_documents
 from mtp_core.io import BadRowError, ReadReport
-from mtp_core.models import tiny_tokenizer
+from mtp_core.models.load import tiny_tokenizer
 
 DOCS = ["hello world", "Ünïcödé text ✓", "a" * 50, "last document\nwith two lines"]
 

@@ -14,7 +14,7 @@ import torch
 from transformers import DynamicCache
 
 from mtp_core.decoding import StopCriteria, build_decoder, decoders
-from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.models.load import tiny_model, tiny_tokenizer
 from mtp_core.papers.p1.decoders import ConfAdaptDecoder, MaskMTPDecoder, accept_count, compact_cache, top1_confidence
 from mtp_core.papers.p1.mask_token import add_mask_token
 

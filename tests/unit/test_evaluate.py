@@ -9,7 +9,7 @@ import lm_eval
 import pytest
 from lm_eval.api.instance import Instance
 
-from mtp_core.config import REPO_ROOT
+from mtp_core.config.settings import REPO_ROOT
 from mtp_core.decoding import Decoder, GenerationResult, StopCriteria
 from mtp_core.decoding.stopping import StopTracker
 from mtp_core.evaluate import (
@@ -23,8 +23,8 @@ from mtp_core.evaluate import (
     write_task_yaml,
 )
 from mtp_core.io import BadRowError
-from mtp_core.models import load_model, prepare_base_model
-from mtp_core.results import answer_token_count, effective_k, samples_path
+from mtp_core.models.load import load_model, prepare_base_model
+from mtp_core.results.write import answer_token_count, effective_k, samples_path
 from mtp_core.validation import load_config
 
 TINY = {

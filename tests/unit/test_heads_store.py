@@ -9,7 +9,7 @@ import torch
 
 from mtp_core.heads import DraftHeads, HeadsMismatch, load_heads, read_heads_meta, register_heads, save_heads
 from mtp_core.heads.store import trunk_fingerprint
-from mtp_core.models import tiny_model
+from mtp_core.models.load import tiny_model
 
 from ..conftest import tiny_spec
 

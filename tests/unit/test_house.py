@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mtp_core import registry
-from mtp_core.config import ConfigError
+from mtp_core.config.settings import ConfigError
 from mtp_core.decoding import decoders
 from mtp_core.registry import Paper
 from mtp_core.train.launch.methods import get_method, methods
@@ -118,9 +118,9 @@ def test_tables_and_figures_load_without_torch():
         "mtp_core.papers.p3",
         "mtp_core.papers.p4",
         "mtp_core.papers.p5",
-        "mtp_core.results",
+        "mtp_core.results.write",
         "mtp_core.report",
-        "mtp_core.report.leaderboard",
+        "mtp_core.leaderboard.table",
         "mtp_core.papers.p1.report",
         "mtp_core.papers.p2.report",
         "mtp_core.papers.p2.figures",

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from mtp_core.config import ConfigError, hub_task_datasets
+from mtp_core.config.settings import ConfigError, hub_task_datasets
 from mtp_core.data.prompts import jsonl_prompts
 from mtp_core.heads.hydra import HydraHeads, hydra_checkpoint, load_hydra_checkpoint
 from mtp_core.heads.medusa import MedusaHeads, load_medusa_checkpoint, medusa_checkpoint
@@ -18,7 +18,7 @@ from mtp_core.hub_mirror.files import write_file_standin
 from mtp_core.hub_mirror.heads import write_heads_standin
 from mtp_core.hub_mirror.models import FAMILIES, write_model_standin
 from mtp_core.io import ReadReport
-from mtp_core.models import load_model
+from mtp_core.models.load import load_model
 
 URL = "https://example.org/data/question.jsonl"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mtp_core.config import section_keys
+from mtp_core.config.settings import section_keys
 from mtp_core.train.launch.methods import MethodSettings, TrainingMethod, check_settings, get_method, resolve
 
 TRAIN = {"max_steps": 1}

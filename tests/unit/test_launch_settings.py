@@ -189,7 +189,7 @@ def test_p1_method_through_the_launcher(tmp_path):
     checkpoint with <MTP>, the output records it."""
     from transformers import AutoModelForCausalLM
 
-    from mtp_core.models import prepare_base_model
+    from mtp_core.models.load import prepare_base_model
 
     from ..conftest import tiny_spec
 

@@ -7,7 +7,7 @@ import torch
 
 from mtp_core import layers as L
 from mtp_core.decoding.batch import left_pad, positions_from_mask
-from mtp_core.models import tiny_model
+from mtp_core.models.load import tiny_model
 
 from ..conftest import tiny_spec
 

@@ -11,19 +11,19 @@ import re
 import pytest
 import yaml
 
-from mtp_core import leaderboard as lb
-from mtp_core.bench import encode_prompts
-from mtp_core.config import ConfigError
-from mtp_core.decode_run import accuracy, decode_prompt_set
+from mtp_core.bench.prompt_sets import accuracy, decode_prompt_set
+from mtp_core.bench.protocol import encode_prompts
+from mtp_core.config.settings import ConfigError
 from mtp_core.decoding import register_decoder
 from mtp_core.decoding.cost import CostModel, generation_steps, modeled_speedup
 from mtp_core.decoding.greedy import GreedyDecoder
 from mtp_core.evaluate.answers import extract_answer, is_correct
-from mtp_core.models import load_model
+from mtp_core.leaderboard import plan as lb
+from mtp_core.leaderboard.table import leaderboard_figure, leaderboard_frame, leaderboard_table
+from mtp_core.models.load import load_model
 from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.report import load_results
-from mtp_core.report.leaderboard import leaderboard_figure, leaderboard_frame, leaderboard_table
-from mtp_core.results import make_result, write_result
+from mtp_core.results.write import make_result, write_result
 from mtp_core.validation import validate_config
 
 from ..conftest import REPO
@@ -166,7 +166,7 @@ def student(tmp_path_factory, tiny_loaded_qwen):
 
 @pytest.fixture(scope="module")
 def tiny_loaded_qwen(tmp_path_factory):
-    from mtp_core.models import prepare_base_model
+    from mtp_core.models.load import prepare_base_model
 
     from ..conftest import tiny_spec
 
@@ -332,7 +332,7 @@ def test_leaderboard_frame_every_cell_by_hand(board):
 
 
 def test_leaderboard_figure_points_by_hand(board, monkeypatch):
-    import mtp_core.report.leaderboard as report_lb
+    import mtp_core.leaderboard.table as report_lb
 
     files, spec = board
     captured = []
@@ -375,7 +375,7 @@ class _OddAltered(GreedyDecoder):
 def test_identical_fraction_counts_prompts_equal_to_greedy(tiny_llama):
     """The leaderboard's `identical` (and paper 3's) from the bench: the share of prompts whose tokens equal
     greedy's, overall and per category, by hand from which prompts the stand-in alters."""
-    from mtp_core.bench import run_bench
+    from mtp_core.bench.protocol import run_bench
 
     rows = [
         {"id": str(i), "category": c, "prompt": p}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtp_core.models import load_model, tiny_model, tiny_tokenizer
+from mtp_core.models.load import load_model, tiny_model, tiny_tokenizer
 from mtp_core.papers.p1.mask_token import MTP_TOKEN, add_mask_token, gaussian_like, mask_token_id
 
 from ..conftest import tiny_spec

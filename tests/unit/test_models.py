@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from mtp_core.models import (
+from mtp_core.models.load import (
     CHATML_TEMPLATE,
     load_model,
     package_file,
@@ -109,7 +109,7 @@ GGUF_LAYER_NAMES = {
 def gguf_reference_weights(path) -> dict[str, torch.Tensor]:
     """Every weight of a Llama GGUF, dequantised by the `gguf` package and named as HF names it, with q/k rows put
     back in HF order (llama.cpp stores each head's rotary halves interleaved). Shares no code with
-    `mtp_core.models` or transformers' GGUF loader."""
+    `mtp_core.models.load` or transformers' GGUF loader."""
     import gguf
 
     reader = gguf.GGUFReader(path)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mtp_core.decoding import build_decoder
-from mtp_core.models import LoadedModel, tiny_model, tiny_tokenizer
+from mtp_core.models.load import LoadedModel, tiny_model, tiny_tokenizer
 from mtp_core.papers.p1.losses import p1_loss
 from mtp_core.papers.p1.masks import build_blocked_batch
 from mtp_core.papers.p1.settings import P1Config, P1LossConfig

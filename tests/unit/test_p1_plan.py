@@ -8,7 +8,7 @@ import copy
 import pytest
 import yaml
 
-from mtp_core.config import ConfigError
+from mtp_core.config.settings import ConfigError
 from mtp_core.papers.p1 import PAPER
 from mtp_core.papers.p1 import plan as p1_plan
 from mtp_core.validation import load_config, validate_config

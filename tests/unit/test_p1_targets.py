@@ -1,7 +1,7 @@
 """Paper 1's supervised targets that lie in a row's response: the response-share metrics of `p1_loss` at k = 4
 against a hand-listed layout (`resp_share`, `resp@j`, `confidence_resp`, `acc_teacher_resp`: the training curves'
 columns behind the response share in docs/papers/p1.md), and the response start of a chat row with and without a
-template's default system turn (`models.without_default_system`, model spec `system_prompt: none`)."""
+template's default system turn (`models.load.without_default_system`, model spec `system_prompt: none`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from mtp_core.models import CHATML_TEMPLATE, load_model, prepare_base_model, tiny_tokenizer, without_default_system
+from mtp_core.models.load import CHATML_TEMPLATE, load_model, prepare_base_model, tiny_tokenizer, without_default_system
 from mtp_core.papers.p1.losses import p1_loss
 from mtp_core.papers.p1.masks import build_blocked_batch
 from mtp_core.papers.p1.settings import P1LossConfig

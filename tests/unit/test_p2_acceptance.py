@@ -17,13 +17,13 @@ from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.decoding.cost import CostModel
 from mtp_core.heads import save_heads
 from mtp_core.io import read_jsonl
-from mtp_core.models import load_model, prepare_base_model
+from mtp_core.models.load import load_model, prepare_base_model
 from mtp_core.papers.p2.acceptance import simulate_steps, teacher_forced_match
 from mtp_core.papers.p2.decoder import MTPSpecDecoder
 from mtp_core.papers.p2.evaluate import acceptance_job, read_reference, reference_job, topn_mass, validation_metrics
 from mtp_core.papers.p2.settings import P2LossConfig
 from mtp_core.papers.p2.speed import modeled_steps, speed_job
-from mtp_core.results import samples_path
+from mtp_core.results.write import samples_path
 
 from ..conftest import tiny_spec
 from .p2_helpers import train_heads

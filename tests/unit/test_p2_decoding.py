@@ -14,7 +14,7 @@ import torch
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.heads import save_heads
 from mtp_core.heads.deepseek import DeepSeekMTPHeads
-from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.models.load import tiny_model, tiny_tokenizer
 from mtp_core.papers.p2.acceptance import simulate_steps, teacher_forced_match
 from mtp_core.papers.p2.counters import HeadCounters
 from mtp_core.papers.p2.decoder import MTPSpecDecoder

@@ -10,7 +10,7 @@ from transformers import DynamicCache
 
 from mtp_core.heads import HeadsMismatch, head_archs, load_heads, save_heads
 from mtp_core.heads.deepseek import DeepSeekMTPHeads, chunk_mask
-from mtp_core.models import tiny_model
+from mtp_core.models.load import tiny_model
 
 from ..conftest import tiny_spec
 

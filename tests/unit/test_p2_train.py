@@ -13,7 +13,7 @@ import torch
 from mtp_core.data.shards import TokenShards, write_shards
 from mtp_core.data.synthetic import synthetic_documents
 from mtp_core.heads import HeadsMismatch, load_heads, trunk_fingerprint
-from mtp_core.models import load_model, prepare_base_model, tiny_tokenizer
+from mtp_core.models.load import load_model, prepare_base_model, tiny_tokenizer
 from mtp_core.papers.p2.data import FeatureCache, Windows, trunk_features, write_features
 from mtp_core.papers.p2.settings import P2Config, launch_check
 from mtp_core.papers.p2.train import P2Step, heads_dir, train_p2

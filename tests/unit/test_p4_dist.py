@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mtp_core.models import LoadedModel, load_model, prepare_base_model, tiny_model, tiny_tokenizer
+from mtp_core.models.load import LoadedModel, load_model, prepare_base_model, tiny_model, tiny_tokenizer
 from mtp_core.papers.p4.train import train_p4
 from mtp_core.train import LocalDist
 

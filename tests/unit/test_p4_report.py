@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mtp_core.decode_run import row_params
+from mtp_core.bench.prompt_sets import row_params
 from mtp_core.papers.p4 import report
 from mtp_core.papers.p4.report import (
     binned_curve,
@@ -24,7 +24,7 @@ from mtp_core.papers.p4.report import (
     speed_table,
     speedup_figure,
 )
-from mtp_core.results import make_result, write_result
+from mtp_core.results.write import make_result, write_result
 
 
 def _write(

@@ -16,7 +16,7 @@ import torch
 
 from mtp_core import layers as L
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.models import LoadedModel, tiny_model, tiny_tokenizer
+from mtp_core.models.load import LoadedModel, tiny_model, tiny_tokenizer
 from mtp_core.papers.p4 import speed
 from mtp_core.papers.p4.jobs import write_tf_results
 from mtp_core.papers.p4.settings import CONFIG_KEY, DMTDSpec

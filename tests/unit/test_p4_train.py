@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.models import load_model, prepare_base_model, tiny_model, tiny_tokenizer
+from mtp_core.models.load import load_model, prepare_base_model, tiny_model, tiny_tokenizer
 from mtp_core.papers.p4.cyclic import training_mask
 from mtp_core.papers.p4.report import warmup_of
 from mtp_core.papers.p4.settings import DMTDConfig, DMTDSpec, dmtd_config

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from mtp_core.config import ConfigError
+from mtp_core.config.settings import ConfigError
 from mtp_core.papers.p5 import plan
 from mtp_core.validation import check_references, load_config
 

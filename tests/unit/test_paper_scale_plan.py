@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from mtp_core.config import ConfigError
+from mtp_core.config.settings import ConfigError
 from mtp_core.validation import load_config
 
 from ..conftest import REPO

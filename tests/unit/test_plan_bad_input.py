@@ -13,7 +13,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from mtp_core.config import ConfigError
+from mtp_core.config.settings import ConfigError
 from mtp_core.data.sources import check_source, first_record
 from mtp_core.validation import validate_config
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from mtp_core.decoding import StopCriteria
-from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.models.load import tiny_model, tiny_tokenizer
 from mtp_core.papers.p3.draft_trees import anchored_mask_logits
 from mtp_core.papers.p3.probing import ProbingDecoder
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from mtp_core.config import validate_schema
-from mtp_core.run_plan import launcher_settings
+from mtp_core.config.settings import validate_schema
+from mtp_core.models.runs import launcher_settings
 
 from ..conftest import REPO
 

@@ -26,7 +26,8 @@ from mtp_core.report import (
     scatter_tradeoff,
     write_table,
 )
-from mtp_core.results import make_result, write_result
+from mtp_core.results import read as results_read
+from mtp_core.results.write import make_result, write_result
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "workflow" / "scripts"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -142,7 +143,7 @@ def test_load_results_flattens_in_path_order(decode_paths):
     assert row["tokens_per_s"] == 48.0 and row["forward_passes"] == round(40 * 16 / 2.9)
     assert row["new_tokens_total"] == 640 and row["n"] == 16 and row["config_hash"] == "0123abcd"
     assert f.iloc[0]["label"] == "greedy" and f.iloc[0]["params_str"] == ""
-    assert load_results([]).columns.tolist() == list(report.load.RESULT_COLUMNS)
+    assert load_results([]).columns.tolist() == list(results_read.RESULT_COLUMNS)
 
 
 def test_format_params():

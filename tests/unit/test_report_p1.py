@@ -25,7 +25,7 @@ from mtp_core.papers.p1.report import (
     setting_label,
 )
 from mtp_core.report import load_results, write_table
-from mtp_core.results import make_result, write_result
+from mtp_core.results.write import make_result, write_result
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ACC = "exact_match,flexible-extract"

@@ -14,7 +14,7 @@ import pytest
 
 from mtp_core.papers.p1.report import dynamics_figure, p1_table, pareto_figure
 from mtp_core.report import load_results
-from mtp_core.results import make_result, write_result
+from mtp_core.results.write import make_result, write_result
 
 FLEX, STRICT, ROUGE = "exact_match,flexible-extract", "exact_match,strict-match", "rougeL,none"
 MODELS = {"main": "llama", "qwen_main": "qwen"}

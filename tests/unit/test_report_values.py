@@ -12,7 +12,7 @@ import pytest
 
 from mtp_core import report
 from mtp_core.report import decoding_table, evaluation_table, load_results, metrics_frame
-from mtp_core.results import make_result, write_result
+from mtp_core.results.write import make_result, write_result
 
 RUNS, SETS = ("smollm2", "student"), ("math", "code")
 DECODERS = (("greedy", {}), ("hf-greedy", {}), ("static-k", {"k": 3}), ("conf-adapt", {"tau": 0.9}))
@@ -161,11 +161,11 @@ def test_decoding_speed_figure_bars(decode_files, monkeypatch):
 
 
 def test_decode_stats_behind_the_columns_by_hand():
-    """The statistics every table reads (`results.decode_stats`): per-prompt tokens per forward averaged over prompts
+    """The statistics every table reads (`results.write.decode_stats`): per-prompt tokens per forward averaged over prompts
     with the sample std (n - 1), effective k inside each answer, new tokens, forward passes, and tokens/s over the
     wall time of the distinct batches (two of the three prompts shared one batch)."""
     from mtp_core.decoding import GenerationResult
-    from mtp_core.results import decode_stats
+    from mtp_core.results.write import decode_stats
 
     gens = [
         GenerationResult(list(range(6)), [1, 2, 3], 5, 0.5, 1.0, "length"),  # 2 tokens per forward

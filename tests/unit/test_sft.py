@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from mtp_core import model_plan
-from mtp_core.config import ConfigError
+from mtp_core.config.settings import ConfigError
 from mtp_core.data.rows import render_example, render_prompt
-from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.models.load import tiny_model, tiny_tokenizer
 from mtp_core.train import MicroBatchSpec, TrainConfig, train
 from mtp_core.train.launch import launch
 from mtp_core.train.sft import IGNORE, SFTBatches, SFTStep, encode_rows, pack_rows, sft_loss
@@ -138,7 +138,7 @@ def test_training_lowers_the_response_loss_and_resumes_exactly(tmp_path):
 def test_sft_method_through_the_launcher(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mtp_core.models import prepare_base_model
+    from mtp_core.models.load import prepare_base_model
 
     spec = tiny_spec("qwen3", chat_template=False)
     base = prepare_base_model(spec, tmp_path / "base")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mtp_core.data.rows import render_example
-from mtp_core.models import tiny_model, tiny_tokenizer
+from mtp_core.models.load import tiny_model, tiny_tokenizer
 from mtp_core.papers.p1.losses import p1_loss
 from mtp_core.papers.p1.mask_token import MTP_TOKEN, add_mask_token
 from mtp_core.papers.p1.settings import P1Config

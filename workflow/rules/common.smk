@@ -5,9 +5,9 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from mtp_core import model_plan, registry
-from mtp_core.leaderboard import targets as leaderboard_targets
-from mtp_core.config import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec, validate_schema
-from mtp_core.config import dataset_on_bad_row as on_bad_row_of
+from mtp_core.leaderboard.plan import targets as leaderboard_targets
+from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec, validate_schema
+from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
 from mtp_core.data.rows import train_data_path
 from mtp_core.train.launch.settings import LauncherConfig
 from mtp_core.evaluate.tasks import task_dataset

@@ -6,7 +6,7 @@ snakemake.output:  results (one JSON per decoder, in `decoders` order; samples J
 snakemake.wildcards: model, prompt_set
 """
 
-from mtp_core.decode_run import decode_rule_job
+from mtp_core.bench.prompt_sets import decode_rule_job
 from mtp_core.io import log_to_file, read_jsonl
 
 smk = snakemake

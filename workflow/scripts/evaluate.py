@@ -20,10 +20,10 @@ Threads: torch uses config["threads"].
 
 import torch
 
-from mtp_core.config import model_spec
+from mtp_core.config.settings import model_spec
 from mtp_core.evaluate import EvalSettings, check_task_data, run_evaluation, task_dataset
 from mtp_core.io import log_to_file
-from mtp_core.models import load_model
+from mtp_core.models.load import load_model
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -1,14 +1,14 @@
 """The leaderboard's table (CSV + markdown) or its speed-vs-quality figure (PNG + PDF), from the rows' results.
 
 snakemake.input.results  every row's result JSON on every prompt set
-snakemake.params.rows    the rows (mtp_core.leaderboard.job_rows: label, title, paper, ...), in table order
+snakemake.params.rows    the rows (mtp_core.leaderboard.plan.job_rows: label, title, paper, ...), in table order
 snakemake.params.kind    table | figure
 snakemake.output         csv, md | png, pdf
 """
 
 from mtp_core.io import log_to_file
+from mtp_core.leaderboard.table import leaderboard_figure, leaderboard_table
 from mtp_core.report import load_results, write_table_files
-from mtp_core.report.leaderboard import leaderboard_figure, leaderboard_table
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -1,6 +1,6 @@
 """Snakemake script: one figure from result JSONs, as PNG and PDF.
 
-snakemake.input.results  list of result JSONs (schema: mtp_core.results)
+snakemake.input.results  list of result JSONs (schema: mtp_core.results.write)
 snakemake.params.figure  figure name, a key of mtp_core.report.FIGURES: "decoding_speed"
 snakemake.output.png     the PNG
 snakemake.output.pdf     the PDF

@@ -1,6 +1,6 @@
 """Snakemake script: one table from result JSONs, as CSV (raw numbers) and markdown (`mean ± err` cells).
 
-snakemake.input.results  list of result JSONs (schema: mtp_core.results)
+snakemake.input.results  list of result JSONs (schema: mtp_core.results.write)
 snakemake.params.table   table name, a key of mtp_core.report.TABLES: "decoding" | "evaluation"
 snakemake.output.csv     <stem>.csv
 snakemake.output.md      <stem>.md (same stem as the CSV)

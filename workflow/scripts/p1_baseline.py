@@ -14,7 +14,7 @@ from pathlib import Path
 from mtp_core.io import atomic_write_json, log_to_file
 
 
-def samples_path(result: str) -> str:  # as mtp_core.results.samples_path, without importing torch for a copy
+def samples_path(result: str) -> str:  # as mtp_core.results.write.samples_path, without importing torch for a copy
     return result[: -len(".json")] + ".samples.jsonl"
 
 
@@ -29,9 +29,9 @@ if source:
 else:
     import torch
 
-    from mtp_core.config import model_spec
+    from mtp_core.config.settings import model_spec
     from mtp_core.evaluate import EvalSettings, check_task_data, run_evaluation
-    from mtp_core.models import load_model
+    from mtp_core.models.load import load_model
 
     torch.set_num_threads(smk.threads)
     task, data = smk.params.task, smk.input.get("data") or None

@@ -11,10 +11,10 @@ snakemake.output.summary  correlations, the binned curve and the settings
 
 import torch
 
-from mtp_core.config import model_spec
+from mtp_core.config.settings import model_spec
 from mtp_core.data.rows import read_rows, resolve_template
 from mtp_core.io import atomic_write_json, atomic_write_text, log_to_file
-from mtp_core.models import load_model
+from mtp_core.models.load import load_model
 from mtp_core.papers.p1.confidence import binned, confidence_vs_teacher_loss, correlations, response_regions
 from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.papers.p1.settings import P1Config

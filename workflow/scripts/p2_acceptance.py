@@ -11,7 +11,7 @@ snakemake.wildcards: run
 
 import torch
 
-from mtp_core.config import config_hash
+from mtp_core.config.settings import config_hash
 from mtp_core.data.shards import TokenShards
 from mtp_core.heads import load_heads
 from mtp_core.io import log_to_file

@@ -6,8 +6,8 @@ snakemake.params:  spec (feature key entry: model, dataset, seq_len, val_tokens,
 snakemake.output:  the feature directory
 """
 
+from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.data.shards import TokenShards
-from mtp_core.decode_run import load_rule_model
 from mtp_core.io import log_to_file
 from mtp_core.papers.p2.data import Windows, write_features
 

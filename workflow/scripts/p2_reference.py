@@ -10,7 +10,7 @@ snakemake.wildcards: main
 
 import torch
 
-from mtp_core.config import config_hash
+from mtp_core.config.settings import config_hash
 from mtp_core.data.shards import TokenShards
 from mtp_core.io import log_to_file
 from mtp_core.papers.p2.data import Windows

@@ -9,7 +9,7 @@ snakemake.params:  experiment, trunks {label: main}, decoders {label: params} (p
 snakemake.output:  results (one JSON per decoder, in decoders order)
 """
 
-from mtp_core.config import config_hash
+from mtp_core.config.settings import config_hash
 from mtp_core.io import log_to_file
 from mtp_core.papers.p2.jobs import load_main, prompt_rows
 from mtp_core.papers.p2.speed import speed_job

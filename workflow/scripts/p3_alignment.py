@@ -12,11 +12,11 @@ import logging
 import pandas as pd
 import torch
 
-from mtp_core.config import model_spec
+from mtp_core.config.settings import model_spec
 from mtp_core.data.prompts import first_per_category
 from mtp_core.decoding import build_decoder
 from mtp_core.io import atomic_path, atomic_write_json, log_to_file, read_jsonl
-from mtp_core.models import load_model
+from mtp_core.models.load import load_model
 from mtp_core.papers.p3.alignment import COLUMNS, alignment_rows, summarize
 from mtp_core.papers.p3.probing import ProbingDecoder
 

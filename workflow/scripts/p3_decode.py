@@ -10,8 +10,8 @@ snakemake.output:  results (one JSON per setting, in `decoders` order; samples J
 snakemake.wildcards: model
 """
 
+from mtp_core.bench.prompt_sets import decode_rule_job
 from mtp_core.data.prompts import first_per_category
-from mtp_core.decode_run import decode_rule_job
 from mtp_core.io import log_to_file, read_jsonl
 
 smk = snakemake

@@ -10,7 +10,7 @@ snakemake.output      results (every file of the job)
 
 import torch
 
-from mtp_core.decode_run import load_rule_model
+from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.evaluate import check_task_data
 from mtp_core.io import log_to_file
 from mtp_core.papers.p4.jobs import evaluate_label

@@ -7,7 +7,7 @@ snakemake.params.spec    run, spec (papers.p4.speed), settings, outputs ({batch:
                          file}), bench (warmup, repeats, threads)
 """
 
-from mtp_core.decode_run import load_rule_model
+from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.io import log_to_file
 from mtp_core.papers.p4 import plan
 from mtp_core.papers.p4.jobs import speed_job

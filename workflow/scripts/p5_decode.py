@@ -8,8 +8,8 @@ snakemake.output:  results (one JSON per label, in `decoders` order), check (sim
 snakemake.wildcards: task
 """
 
-from mtp_core.config import config_hash
-from mtp_core.decode_run import load_rule_model
+from mtp_core.bench.prompt_sets import load_rule_model
+from mtp_core.config.settings import config_hash
 from mtp_core.io import log_to_file, read_jsonl
 from mtp_core.papers.p5 import plan
 from mtp_core.papers.p5.jobs import decode_job

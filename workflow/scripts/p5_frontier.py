@@ -10,7 +10,7 @@ snakemake.output:  every task's frontier files (table.npz/json, search, self, th
 snakemake.wildcards: heads
 """
 
-from mtp_core.decode_run import load_rule_model
+from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.io import log_to_file
 from mtp_core.papers.p5 import plan
 from mtp_core.papers.p5.jobs import frontier_job

@@ -5,7 +5,7 @@ snakemake.params:  spec (papers.p5.heads.<name>: source, id | path)
 snakemake.output:  heads (directory)
 """
 
-from mtp_core.decode_run import load_rule_model
+from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.io import log_to_file
 from mtp_core.papers.p5 import plan
 from mtp_core.papers.p5.import_heads import import_heads

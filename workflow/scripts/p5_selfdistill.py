@@ -5,7 +5,7 @@ snakemake.params:  tasks, settings {max_new_tokens, batch_size}
 snakemake.output:  data (directory: rows.jsonl, hidden.npy, index.json)
 """
 
-from mtp_core.decode_run import load_rule_model
+from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.io import log_to_file
 from mtp_core.papers.p5 import plan
 from mtp_core.papers.p5.jobs import selfdistill_job

@@ -5,7 +5,7 @@ a scratch model's tokenizer model, else None; snakemake.output[0]: the directory
 """
 
 from mtp_core.io import log_to_file
-from mtp_core.models import prepare_base_model
+from mtp_core.models.load import prepare_base_model
 
 smk = snakemake
 log_to_file(smk.log[0])

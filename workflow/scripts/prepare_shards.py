@@ -19,10 +19,10 @@ os.environ["TOKENIZERS_PARALLELISM"] = "true" if smk.threads > 1 else "false"
 
 from transformers import AutoTokenizer  # noqa: E402
 
-from mtp_core.config import checkpoint_location  # noqa: E402
+from mtp_core.config.settings import checkpoint_location  # noqa: E402
 from mtp_core.data import prepare_shards  # noqa: E402
 from mtp_core.data.rows import resolve_template  # noqa: E402
-from mtp_core.models import without_default_system  # noqa: E402
+from mtp_core.models.load import without_default_system  # noqa: E402
 
 log_to_file(smk.log[0])
 model = dict(smk.params.model)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import model_plan
-from ..config import model_spec
+from ..config.settings import model_spec
 from ..io import InputError
 from ..validation import load_config
 
@@ -55,7 +55,7 @@ def load_prompt_rows(spec: str, results: Path, n: int | None) -> list[dict]:
 
 
 def load_named_model(config: dict, name: str, results: Path, checkpoint: str | None):
-    from ..models import load_model
+    from ..models.load import load_model
 
     spec = model_spec(config, name)
     if checkpoint is not None and not (Path(checkpoint) / "config.json").is_file():
@@ -70,7 +70,7 @@ def load_named_model(config: dict, name: str, results: Path, checkpoint: str | N
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from ..bench import encode_prompts, markdown_table, run_bench
+    from ..bench.protocol import encode_prompts, markdown_table, run_bench
     from ..io import atomic_write_json
 
     config = load_config(args.config)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import deep_merge
+from ..config.settings import deep_merge
 from ..io import InputError
 from ..train.launch import CLUSTERS, LauncherConfig, interrupt_job, launch
 from ..train.launch.methods import get_method, resolve

@@ -3,7 +3,7 @@ HF greedy, the tree-verification core, the wall-clock guard and the training-fre
 lookahead, STAND), every paper's baselines.
 
 The names below load their module on first use (PEP 562), so that importing the package (e.g. for
-`GenerationResult` in `mtp_core.results`, or in the Snakefile) imports no torch model code; the registry imports
+`GenerationResult` in `mtp_core.results.write`, or in the Snakefile) imports no torch model code; the registry imports
 the decoder modules when it is first asked (`decoders()`).
 """
 

@@ -33,10 +33,10 @@ from lm_eval.models.utils import (
 from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
-from ..config import model_spec, read_config
+from ..config.settings import model_spec, read_config
 from ..decoding import Decoder, GenerationResult, build_decoder
-from ..models import LoadedModel, load_model
-from ..results import answer_token_count
+from ..models.load import LoadedModel, load_model
+from ..results.write import answer_token_count
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ def load_from_args(
 ) -> LoadedModel:
     """Load a model from lm-eval style arguments: `pretrained` (an HF directory or hub id), or `config` and
     `model` (a declared model; default the config's evaluation model) with `base_dir`/`checkpoint` as for
-    `models.load_model`."""
+    `models.load.load_model`."""
     if pretrained is not None:
         p = str(pretrained)
         spec = {"source": "local", "path": p} if Path(p).is_dir() else {"source": "hub", "id": p}

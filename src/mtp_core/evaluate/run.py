@@ -1,6 +1,6 @@
 """Evaluate one (model, decoder, task) with lm-eval through the `mtp` model class; write one result file.
 
-The result JSON (`results.make_result`, kind "eval") holds every metric lm-eval reports for the task as
+The result JSON (`results.write.make_result`, kind "eval") holds every metric lm-eval reports for the task as
 `{"<metric>,<filter>": {"value", "stderr"}}` (stderr None where lm-eval gives "N/A"), the decode statistics
 of all requests (effective k trimmed to the stop-truncated answer), and the settings as run; the
 `.samples.jsonl` beside it holds one record per document, its filters and metrics joined by doc id.
@@ -19,10 +19,10 @@ from typing import Any
 
 from lm_eval import simple_evaluate
 
-from ..config import config_hash, hub_task_datasets
+from ..config.settings import config_hash, hub_task_datasets
 from ..decoding import Decoder
-from ..models import LoadedModel
-from ..results import decode_stats, effective_k, make_result, sample_record, write_result
+from ..models.load import LoadedModel
+from ..results.write import decode_stats, effective_k, make_result, sample_record, write_result
 from .hub_data import hub_datasets_from
 from .lm import MTPLM, RequestStats
 from .settings import EvalSettings
@@ -131,7 +131,7 @@ def lean_env_info() -> Iterator[None]:
     """Skip lm-eval's environment probe while evaluating: `simple_evaluate` calls `add_env_info`, which runs
     torch's `collect_env` (`pip list`, compiler and driver queries: several subprocesses, ~1.5 s of CPU) on every
     call, i.e. once per decoder setting of a sweep. Our results record the versions themselves
-    (`results.versions`); the probe's text is replaced by a note."""
+    (`results.write.versions`); the probe's text is replaced by a note."""
     import lm_eval.evaluator as evaluator
 
     def lean(storage: dict) -> None:

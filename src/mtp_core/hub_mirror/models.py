@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ..io import atomic_dir
-from ..models import byte_level_tokenizer
+from ..models.load import byte_level_tokenizer
 
 LLAMA3_TEMPLATE = (
     "{{ bos_token }}"

@@ -8,7 +8,7 @@ common.smk`): a `{source: hub, id: <mirrored model or heads id>}` entry anywhere
 dataset becomes its folder (`datasets.load_dataset` reads a folder with the hub repo's README `configs:` the way it
 reads the repo); a `url` naming a mirrored file becomes a `file://` URL of its stand-in (the same download rule
 copies it). lm-eval's built-in tasks name their datasets in lm-eval's own YAMLs: the evaluation maps them with
-`config.hub_task_datasets` instead. Nothing else changes: strategies, process counts, dtypes and decoders stay the
+`config.settings.hub_task_datasets` instead. Nothing else changes: strategies, process counts, dtypes and decoders stay the
 paper config's.
 """
 
@@ -18,7 +18,7 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from ..config import ConfigError, hub_mirror_path
+from ..config.settings import ConfigError, hub_mirror_path
 
 
 def section(config: dict) -> dict:

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from ..results.read import ResultFileError, category_frame, format_params, load_results, metrics_frame
 from .figures import decoding_speed_figure, grouped_bars, new_figure, save_figure, scatter_tradeoff, style
-from .load import ResultFileError, category_frame, format_params, load_results, metrics_frame
 from .tables import Table, decoding_table, evaluation_table, format_pm, pivot_pm, write_table, write_table_files
 
 TABLES: dict[str, Callable[[pd.DataFrame], Table]] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..config import section_keys
+from ..config.settings import section_keys
 
 SCHEDULES = ("constant", "cosine", "linear", "wsd")
 PRECISIONS = ("auto", "fp32", "bf16")

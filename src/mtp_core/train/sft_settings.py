@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import section_keys
+from ..config.settings import section_keys
 from ..data.rows import TEMPLATES
 from .launch.methods import MethodSettings
 

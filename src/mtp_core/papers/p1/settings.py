@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...config import section_keys
+from ...config.settings import section_keys
 from ...data.rows import TEMPLATES
 from ...train.launch.methods import MethodSettings
 

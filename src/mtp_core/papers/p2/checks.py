@@ -4,8 +4,8 @@ key. Runs: `plan`; tables, figures and speed experiments: `experiments`.
 
 from __future__ import annotations
 
-from ...config import ConfigError
-from ...run_plan import FILE_NAME
+from ...config.settings import ConfigError
+from ...models.runs import FILE_NAME
 from . import experiments as ex
 from .plan import (
     depths,
@@ -26,7 +26,7 @@ def check(config: dict) -> None:
     launcher's processes); extensions name an earlier run with a frozen trunk and a valid group, and train once
     (no seed enters a copy); seed replicates' names are free; every experiment names declared runs (speed
     experiments: one main, a baseline among the rows); the reference continuation reaches D + 1 tokens past the
-    budget for the deepest D; leaderboard rows name declared runs (their heads' model: `leaderboard.check`)."""
+    budget for the deepest D; leaderboard rows name declared runs (their heads' model: `leaderboard.plan.check`)."""
     from ...train.launch.settings import check_training
     from .settings import P2Config
 

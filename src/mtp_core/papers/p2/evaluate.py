@@ -24,13 +24,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...bench import encode_prompts
-from ...decode_run import accuracy
+from ...bench.prompt_sets import accuracy
+from ...bench.protocol import encode_prompts
 from ...decoding.base import GenerationResult, StopCriteria, build_decoder
 from ...decoding.stopping import StopTracker
 from ...io import atomic_write_json, atomic_write_text, read_jsonl
-from ...models import LoadedModel
-from ...results import decode_stats, make_result, sample_record, samples_path, write_result
+from ...models.load import LoadedModel
+from ...results.write import decode_stats, make_result, sample_record, samples_path, write_result
 from .acceptance import simulate_steps, teacher_forced_match
 from .counters import HeadCounters, pooled
 from .losses import p2_loss, scored

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import model_spec
+from ...config.settings import model_spec
 from ...model_plan import model_dir
-from ...results import figure_files, table_files
+from ...results.write import figure_files, table_files
 from .plan import (
     REFERENCE,
     acceptance_outputs,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ...bench.prompt_sets import load_rule_model
 from ...data.prompts import first_per_category
-from ...decode_run import load_rule_model
 from ...io import read_jsonl
 from ...model_plan import model_dir
-from ...models import LoadedModel
+from ...models.load import LoadedModel
 from . import plan
 
 

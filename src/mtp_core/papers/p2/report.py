@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ...io import atomic_write_text, read_jsonl
-from ...results import samples_path
+from ...results.write import samples_path
 from .counters import HeadCounters, bootstrap_diff, pooled
 
 MISSING = "-"
@@ -380,7 +380,7 @@ def trunk_config(params: dict) -> dict:
     """The trunk's config.json (a prepared checkpoint), or its hub/local config."""
     from transformers import AutoConfig
 
-    from ...config import checkpoint_location
+    from ...config.settings import checkpoint_location
 
     where, kwargs = checkpoint_location(params["model_spec"], params["model_dir"])
     return AutoConfig.from_pretrained(where, **kwargs).to_dict()

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...config import HEAD_CONCAT, HEAD_INITS, section_keys
+from ...config.settings import HEAD_CONCAT, HEAD_INITS, section_keys
 from ...train.launch.methods import MethodSettings, check_settings
 
 TRUNK = ("frozen", "last_layers", "all")

@@ -1,5 +1,5 @@
 """Paper 2's speed experiments (§4.1 "Speedup Ratio": relative to DeepSeek MTP with K = 1; Figs 4-5, Table 8): the
-bench protocol (`decode_run.decode_prompt_set`: same weights, prompts and threads, warm-up, interleaved order,
+bench protocol (`bench.prompt_sets.decode_prompt_set`: same weights, prompts and threads, warm-up, interleaved order,
 per-batch medians; batch 1 greedy as in App. D) over greedy and `mtp-spec` rows, each under the experiment's
 decoding protocols (`experiments.speed_protocols`: with a KV cache, and App. D's without one, the paper's), a
 protocol compared only with itself, then per row:
@@ -23,14 +23,14 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from ...decode_run import decode_prompt_set
+from ...bench.prompt_sets import decode_prompt_set
 from ...decoding.cache import crop_cache
 from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows, timed_call
 from ...heads import load_heads
 from ...heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from ...io import atomic_write_json, read_jsonl
-from ...models import LoadedModel
-from ...results import samples_path
+from ...models.load import LoadedModel
+from ...results.write import samples_path
 from .counters import HeadCounters, pooled
 from .experiments import GREEDY_UNCACHED, REFERENCE
 

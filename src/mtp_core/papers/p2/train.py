@@ -263,7 +263,7 @@ def train_p2(
 def _inputs(settings: dict) -> Inputs:
     """The trunk (a trunk-training run's export for an extension, `trunk_dir`), the shards, `features` and
     `extend`."""
-    from ...models import load_model
+    from ...models.load import load_model
 
     loaded = load_model(settings["model"], base_dir=settings.get("base_dir"), checkpoint=settings.get("trunk_dir"))
     return (loaded, settings["shards"]), {"features": settings.get("features"), "extend": settings.get("extend")}

@@ -12,7 +12,7 @@ Names (all derived here, nowhere else):
   greedy, `<method>-greedy`, the reference of its speed ratio and of its lossless check (bench protocol).
 * **Jobs.** One decoding job per (model, method) some table or figure shows, running greedy and the method at
   every BC any table or figure shows (the same files for every method: one rule), interleaved on the same
-  loaded weights (`mtp_core.bench.run_bench`).
+  loaded weights (`mtp_core.bench.protocol.run_bench`).
 * **Result files**: `results/decode/p3/<model>/prompts-<prompt set>/<setting>.json` (+ `.samples.jsonl`).
 * **Tables** (`tables.<name>`: `methods`, `bcs`, optional `models`): `table1` (methods x BC x model, Table 1),
   `table2` (dynamic vs fixed branching, one vs two masks, Table 2), `pruning` (the tree-pruning ablation,
@@ -27,11 +27,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ...config import ConfigError
+from ...config.settings import ConfigError
 from ...decoding.catalog import check_decoder, decoder_names
 from ...io import InputError
 from ...registry import LeaderboardEntry
-from ...results import figure_files, table_files
+from ...results.write import figure_files, table_files
 from .settings import STRATEGIES
 
 RESULTS = "results"

@@ -28,8 +28,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ...report.figures import save_figure, style
-from ...report.load import category_frame
 from ...report.tables import Table, pivot_pm
+from ...results.read import category_frame
 
 REFERENCE_TITLE = "Greedy (reference)"
 VALUES = ("tau", "forward_passes", "tokens_per_s", "speedup", "identical")

@@ -14,13 +14,13 @@ from typing import Any
 import torch
 
 from ... import layers as L
-from ...config import config_hash
+from ...bench.prompt_sets import decode_prompt_set
+from ...config.settings import config_hash
 from ...data.rows import read_rows, resolve_template
-from ...decode_run import decode_prompt_set
 from ...evaluate import EvalSettings, run_evaluation
 from ...io import atomic_write_json
-from ...models import LoadedModel
-from ...results import make_result, write_result
+from ...models.load import LoadedModel
+from ...results.write import make_result, write_result
 from .cyclic import plt
 from .settings import DMTDSpec
 from .speed import measure_layer_costs, random_prompts

@@ -31,7 +31,7 @@ import pandas as pd
 from ...io import atomic_write_json
 from ...report.figures import new_figure, save_figure, style
 from ...report.tables import PRIMARY_METRIC, Table
-from ...results import samples_path
+from ...results.write import samples_path
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...config import section_keys
+from ...config.settings import section_keys
 from ...train.launch.methods import MethodSettings
 from ...train.sft_settings import SFTConfig
 from .epochs import resolve_train

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ... import layers as L
-from ...bench import BenchPrompt
+from ...bench.protocol import BenchPrompt
 from ...decoding.batch import left_pad, positions_from_mask
 from ...decoding.cost import timed_call
 from .cyclic import plt

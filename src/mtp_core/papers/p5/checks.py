@@ -4,7 +4,7 @@ JSON schema (`p5.schema.yaml`) cannot express, read through `papers.p5.plan`.
 
 from __future__ import annotations
 
-from ...config import ConfigError
+from ...config.settings import ConfigError
 from ...decoding.catalog import check_decoder, decoder_names
 from ...io import InputError
 from ...masks.published import published_trees
@@ -48,7 +48,7 @@ def check(config: dict) -> None:
     budgets give non-empty windows; the verification prices reach the widest tree the search grows or prices
     (`settings.rows_needed`: int(max budget x (1 + tolerance)) nodes, the default tree's, plus the root row);
     tables, figures and the leaderboard name declared tasks and methods (the rows' heads' model:
-    `leaderboard.check`). The frontier's engine needs no check: it follows the decoding regime
+    `leaderboard.plan.check`). The frontier's engine needs no check: it follows the decoding regime
     (`plan.search_engine`), so a bank is never chosen in another regime than its decoders'."""
     from ...train.launch.settings import check_training
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import torch
 
-from ...decode_run import decode_prompt_set
+from ...bench.prompt_sets import decode_prompt_set
 from ...heads import load_heads
 from ...io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from ...masks.published import MEDUSA_TOPK
-from ...models import LoadedModel
-from ...results import samples_path
+from ...models.load import LoadedModel
+from ...results.write import samples_path
 from .bank import TopologyBank, resolve_tree
 from .capture import build_table, greedy_trajectories
 from .engines import Engine, OfflineEngine, Run
@@ -157,7 +157,7 @@ def decode_job(
     check_path: str,
     **settings: Any,
 ) -> dict:
-    """One task's decoding job (greedy then the methods, bench protocol: `decode_run.decode_prompt_set`), then the
+    """One task's decoding job (greedy then the methods, bench protocol: `bench.prompt_sets.decode_prompt_set`), then the
     simulation check: per heads-based method, the forwards its simulation predicts on these prompts (their own
     greedy continuations and rank tables) against the forwards it took (`check_path`)."""
     summary = decode_prompt_set(loaded, rows, dict(decoders), list(outputs), **settings)

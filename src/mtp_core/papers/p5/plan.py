@@ -24,11 +24,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ...config import ConfigError, model_spec
+from ...config.settings import ConfigError, model_spec
 from ...model_plan import model_dir, with_base_stamp
+from ...models.runs import launcher_settings as run_launcher
 from ...registry import LeaderboardEntry
-from ...results import figure_files, table_files
-from ...run_plan import launcher_settings as run_launcher
+from ...results.write import figure_files, table_files
 from .settings import FrontierSettings
 from .splits import SPLITS
 
@@ -146,7 +146,7 @@ def heads_settings(config: dict, name: str) -> dict:
 
 
 def launcher_settings(config: dict, name: str) -> dict:
-    """`run_plan.launcher_settings` of heads `name` (`papers.p5.heads.<name>.launcher`)."""
+    """`models.runs.launcher_settings` of heads `name` (`papers.p5.heads.<name>.launcher`)."""
     return run_launcher(config, "p5", name, "heads")
 
 
@@ -416,7 +416,7 @@ def all_targets(config: dict) -> list[str]:
 def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
     """Paper 5's rows (`papers.p5.leaderboard`: `methods`, `task` whose bank EntMTP uses) on the leaderboard's
     model; their heads and banks are the rows' inputs (trained from `papers.p5.model`, checked against the
-    leaderboard's model by `leaderboard.check`)."""
+    leaderboard's model by `leaderboard.plan.check`)."""
     spec = section(config).get("leaderboard") or {}
     task = spec.get("task")
     rows = []

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from ...io import read_jsonl
 from ...report.figures import save_figure, style
 from ...report.tables import Table
-from ...results import samples_path
+from ...results.write import samples_path
 from .bank import ROOT_ONLY
 from .frontier import pareto
 from .regimes import FEATURES

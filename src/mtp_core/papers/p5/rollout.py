@@ -29,7 +29,7 @@ from ...decoding.base import GenerationResult, build_decoder
 from ...decoding.tree import Draft, TreeState
 from ...decoding.tree_accept import accepted_nodes
 from ...masks.tree import tree_buffers
-from ...models import LoadedModel
+from ...models.load import LoadedModel
 from .bank import BankTree, Paths, canonical
 from .decoders import HeadsTreeDecoder
 from .drafting import HydraStep, MedusaStep

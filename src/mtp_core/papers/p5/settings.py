@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ...config import section_keys
+from ...config.settings import section_keys
 from ...masks.published import MEDUSA_TOPK
 from ...train.launch.methods import MethodSettings, check_settings
 from .frontier import FRONTIER_MODES, search_stop

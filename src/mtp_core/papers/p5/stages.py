@@ -20,7 +20,7 @@ from typing import Any
 
 from ...heads import DraftHeads
 from ...io import atomic_path, atomic_write_json
-from ...models import LoadedModel
+from ...models.load import LoadedModel
 from .bank import ROOT_ONLY, Paths, TopologyBank, canonical, resolve_tree
 from .calibration import PromptTable, write_table
 from .capture import build_table, greedy_trajectories

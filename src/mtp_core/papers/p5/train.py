@@ -276,7 +276,7 @@ def train_heads(
 
 def _inputs(settings: dict) -> Inputs:
     """The trunk and the self-distillation data, and the trunk's name and EOS ids."""
-    from ...models import load_model
+    from ...models.load import load_model
 
     loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
     data = SelfDistillData.read(settings["data"])

@@ -113,7 +113,7 @@ def check_model_data_train(settings: dict, extra_keys: Sequence[str], what: str)
 def load_model_and_rows(settings: dict) -> tuple[Any, list[dict]]:
     """The base model and the (query, response) train rows of checked settings (`check_model_data_train`)."""
     from ...data.rows import read_rows
-    from ...models import load_model
+    from ...models.load import load_model
 
     loaded = load_model(settings["model"], base_dir=settings.get("base_dir"))
     return loaded, read_rows(settings["data"], settings.get("on_bad_row", "error"))

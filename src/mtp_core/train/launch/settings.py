@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config import ConfigError, section_keys
+from ...config.settings import ConfigError, section_keys
 from ..config import TrainConfig
 
 CLUSTERS = ("slurm", "local", "debug")

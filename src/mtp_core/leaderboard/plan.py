@@ -6,10 +6,10 @@ side by side in one bench protocol. The plan: config section `leaderboard` -> ro
   paper 1's student with Static k and ConfAdapt, paper 3's probing). A row is a decoder with its parameters on
   `leaderboard.model`, or on a checkpoint a paper's rule trains from it (`LeaderboardEntry.checkpoint`).
 * **Jobs**: one per prompt set (`leaderboard.prompt_sets.<set>`: `n` prompts of each category, `max_new_tokens`):
-  every row interleaved on the same prompts and threads (`bench.run_bench`, settings `leaderboard.bench`), one
+  every row interleaved on the same prompts and threads (`bench.protocol.run_bench`, settings `leaderboard.bench`), one
   result file per row: `results/decode/leaderboard/<model>/prompts-<set>/<row>.json`.
 * **Table and figure**: `results/tables/leaderboard.{csv,md}`, `results/figures/leaderboard.{png,pdf}`
-  (`report.leaderboard`).
+  (`leaderboard.table`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import registry
-from .config import ConfigError
-from .decoding.catalog import check_decoder
-from .io import InputError
-from .model_plan import model_dir
-from .registry import LeaderboardEntry
+from .. import registry
+from ..config.settings import ConfigError
+from ..decoding.catalog import check_decoder
+from ..io import InputError
+from ..model_plan import model_dir
+from ..registry import LeaderboardEntry
 
 RESULTS = "results"
 REFERENCE = "greedy"

@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from .decoding.base import Decoder, GenerationResult, build_decoder
-from .models import LoadedModel
-from .results import decode_stats
+from ..decoding.base import Decoder, GenerationResult, build_decoder
+from ..models.load import LoadedModel
+from ..results.write import decode_stats
 
 log = logging.getLogger(__name__)
 REFERENCE = "greedy"

@@ -2,8 +2,8 @@
 `pN.schema.yaml`): one table per top-level section and per paper, every key with its type, default and
 description, so that the schema stays the one place for each default.
 
-    python -m mtp_core.schema_doc            # rewrite config/README.md
-    python -m mtp_core.schema_doc --check    # exit 1 when config/README.md is not current (a test runs it)
+    python -m mtp_core.config.schema_doc            # rewrite config/README.md
+    python -m mtp_core.config.schema_doc --check    # exit 1 when config/README.md is not current (a test runs it)
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 import yaml
 
-from .config import REPO_ROOT, SCHEMA_PATH
+from .settings import REPO_ROOT, SCHEMA_PATH
 
 README = REPO_ROOT / "config" / "README.md"
 HEADER = """# Configuration reference
 
-Generated from the config schema by `python -m mtp_core.schema_doc` (a test checks it is current): do not edit by
+Generated from the config schema by `python -m mtp_core.config.schema_doc` (a test checks it is current): do not edit by
 hand. One config file chooses the scale: `config.yaml` (embedded, the default), `config/tiny.yaml`,
 `config/paper.yaml`, and `config/rehearsal.yaml` applied over the paper config (sizes only). Snakemake validates
 a config against the schema and fills in its defaults before any job runs; the plan checks that follow stop it
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = README.is_file() and README.read_text() == text
         if not current:
-            print("config/README.md is not current: run `python -m mtp_core.schema_doc`", file=sys.stderr)
+            print("config/README.md is not current: run `python -m mtp_core.config.schema_doc`", file=sys.stderr)
         return 0 if current else 1
     README.write_text(text)
     return 0

@@ -1,4 +1,4 @@
-"""The leaderboard's table and figure (README "The leaderboard"; plan: `mtp_core.leaderboard`).
+"""The leaderboard's table and figure (README "The leaderboard"; plan: `mtp_core.leaderboard.plan`).
 
 Table (`results/tables/leaderboard.{csv,md}`): one line per (prompt set, row), rows in the plan's order (greedy,
 the baselines, then each paper's). Columns: tok/s; speedup vs the job's greedy, measured (bench protocol) and
@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from .figures import save_figure, style
-from .tables import Table
+from ..report.figures import save_figure, style
+from ..report.tables import Table
 
 COLUMNS = [
     "prompt_set",
@@ -63,7 +63,7 @@ PAPER_COLOURS = {
 
 def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Result rows (`report.load_results` of the leaderboard's result files) -> `COLUMNS`, in the plan's row order
-    (`rows`: `leaderboard.job_rows`, with titles) within each prompt set's order of appearance."""
+    (`rows`: `leaderboard.plan.job_rows`, with titles) within each prompt set's order of appearance."""
     titles = {r["label"]: r["title"] for r in rows}
     order = {r["label"]: i for i, r in enumerate(rows)}
     out = []

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .config import ConfigError, deep_merge
+from ..config.settings import ConfigError, deep_merge
 
 FILE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # run, row and method names that become file names
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from .config import checkpoint_location
-from .decoding.base import StopCriteria
+from ..config.settings import checkpoint_location
+from ..decoding.base import StopCriteria
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +271,7 @@ def _from_gguf(spec: dict) -> tuple[Any, Any]:
 
 def prepare_base_model(spec: dict, out_dir: str | os.PathLike, tokenizer_from: tuple[str, dict] | None = None) -> Path:
     """Write the HF checkpoint of a `gguf`, `tiny` or `scratch` model to `out_dir` (atomically: temp dir, rename).
-    `tokenizer_from` (scratch): where its tokenizer model is (`config.checkpoint_location`)."""
+    `tokenizer_from` (scratch): where its tokenizer model is (`config.settings.checkpoint_location`)."""
     out_dir = Path(out_dir)
     if spec["source"] == "gguf":
         model, tok = _from_gguf(spec)

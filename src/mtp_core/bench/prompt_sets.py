@@ -18,13 +18,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .bench import BenchPrompt, encode_prompts, run_bench
-from .config import config_hash, model_spec
-from .decoding.cost import calibrate_on_prompt, modeled_speedup
-from .evaluate.answers import is_correct
-from .io import InputError
-from .models import LoadedModel, load_model
-from .results import decode_stats, make_result, sample_record, write_result
+from ..config.settings import config_hash, model_spec
+from ..decoding.cost import calibrate_on_prompt, modeled_speedup
+from ..evaluate.answers import is_correct
+from ..io import InputError
+from ..models.load import LoadedModel, load_model
+from ..results.write import decode_stats, make_result, sample_record, write_result
+from .protocol import BenchPrompt, encode_prompts, run_bench
 
 log = logging.getLogger(__name__)
 MODELED_ROWS = (1, 2, 3, 4, 8, 16, 32, 64)  # the cost table's chunks (wider chunks are priced as 64 rows)
@@ -173,7 +173,7 @@ def load_rule_model(config: dict, name: str, base_dir: str | None, checkpoint: s
 
 def leaderboard_rule_job(smk: Any, rows: Sequence[dict]) -> dict[str, Any]:
     """The body of `leaderboard_decode`: the leaderboard model (`input.model`) and every trained checkpoint a row
-    runs on (loaded once each), all rows side by side on `rows` (`params.rows`: `leaderboard.job_rows`), with the
+    runs on (loaded once each), all rows side by side on `rows` (`params.rows`: `leaderboard.plan.job_rows`), with the
     modeled speedup, one result file per row (`output.results`, in row order)."""
     config, base = smk.config, smk.params.model
     loaded = load_rule_model(config, base, smk.input.get("model") or None)

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .decoding.base import GenerationResult
-from .io import atomic_write_json, atomic_write_jsonl
+from ..decoding.base import GenerationResult
+from ..io import atomic_write_json, atomic_write_jsonl
 
 RESULT_VERSION = 1
 

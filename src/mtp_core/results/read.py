@@ -1,4 +1,4 @@
-"""Result JSONs (see `mtp_core.results`) into pandas frames: one flat row per file, plus long-format metrics
+"""Result JSONs (see `mtp_core.results.write`) into pandas frames: one flat row per file, plus long-format metrics
 and per-category decode statistics."""
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from urllib.request import url2pathname
 
 import yaml
 
-from .io import InputError, stable_hash
+from ..io import InputError, stable_hash
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 # Values a config may name that torch modules implement, here so that the checks read them without torch:
 LAYER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")  # decoders `layers` runs by hand (full attention checked)

@@ -1,0 +1,1 @@
+"""The leaderboard: `plan` (rows, jobs, result files, check) and `table` (its table and figure)."""
