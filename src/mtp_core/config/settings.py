@@ -17,12 +17,12 @@ import yaml
 from ..io import InputError, stable_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 # Values a config may name that torch modules implement, here so that the checks read them without torch:
 LAYER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")  # decoders `layers` runs by hand (full attention checked)
 HEAD_CONCAT = ("emb_first", "hidden_first")  # `heads.deepseek`: the order of [embedding; hidden] a head reads
 HEAD_INITS = ("copy_last", "normal")  # `DeepSeekMTPHeads.from_trunk`: a copy of the trunk's last layer, or N(0, σ)
-SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def section_keys(cls: type, d: dict | None, section: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ label against the classes themselves, by the same rule (`base.check_params`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -33,9 +34,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtp-repro"
 
 
+@functools.cache
 def _source_stamp() -> str:
     """A hash of every `.py` file of the packages that hold decoders: `mtp_core` and each registered paper's
-    decoder modules' top-level package (found without importing the modules)."""
+    decoder modules' top-level package (found without importing the modules); once per process, as Python reads
+    its modules once (a plan check asks the catalog some 60 times)."""
     from .. import registry
 
     roots = {Path(__file__).resolve().parents[1]}
