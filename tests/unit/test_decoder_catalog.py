@@ -20,13 +20,15 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def test_catalog_is_every_registered_class_and_its_parameters(cache):
-    expected = {name: cls.accepted_params() for name, cls in decoders().items()}
+def test_catalog_is_every_registered_class_its_parameters_and_backends(cache):
+    expected = {name: {"params": cls.accepted_params(), "backends": cls.BACKENDS} for name, cls in decoders().items()}
     assert catalog.catalog() == expected and {"greedy", "conf-adapt", "medusa", "probing", "dmtd", "entmtp"} <= set(
         expected
     )
+    assert expected["greedy"]["backends"] == ("eager", "compiled") and "backend" in expected["medusa"]["params"]
     (written,) = cache.glob("decoders-*.json")
-    assert {k: tuple(v) for k, v in json.loads(written.read_text()).items()} == expected
+    read = {name: {k: tuple(v) for k, v in entry.items()} for name, entry in json.loads(written.read_text()).items()}
+    assert read == expected
 
 
 def test_a_cached_catalog_is_read_without_importing_torch(cache):
@@ -39,8 +41,8 @@ def test_a_cached_catalog_is_read_without_importing_torch(cache):
 def test_a_stale_catalog_is_never_read(cache, monkeypatch):
     """The cached catalog is what a check reads, until any source file changes: then a new stamp, a new one."""
     cache.mkdir(parents=True)
-    (cache / f"decoders-{catalog._source_stamp()}.json").write_text('{"planted": []}')
-    assert catalog.catalog() == {"planted": ()}
+    (cache / f"decoders-{catalog._source_stamp()}.json").write_text('{"planted": {"params": [], "backends": []}}')
+    assert catalog.catalog() == {"planted": {"params": (), "backends": ()}}
     real = catalog.Path.read_bytes
     edited = catalog.Path(catalog.__file__).resolve().parent / "greedy.py"
     monkeypatch.setattr(catalog.Path, "read_bytes", lambda p: real(p) + (b"#" if p == edited else b""))
@@ -57,6 +59,9 @@ def test_a_stale_catalog_is_never_read(cache, monkeypatch):
         ("static-k4", {"decoder": "static-k", "k": 4}),
         ("static-k4", {"decoder": "static-k", "kk": 4}),
         ("medusa", {"heads": "h", "tree": "mc_sim_7b_63"}),
+        ("greedy", {"backend": "compiled"}),
+        ("greedy", {"backend": "fast"}),
+        ("medusa", {"heads": "h", "backend": "compiled"}),
     ],
 )
 def test_check_decoder_says_what_decoder_class_says(cache, label, params):

@@ -86,7 +86,8 @@ class Decoder(ABC):
 
     name: ClassVar[str] = "?"
     lossless: ClassVar[bool] = True
-    PARAMS: ClassVar[tuple[str, ...]] = ()  # the parameters this class itself reads; its bases add theirs
+    PARAMS: ClassVar[tuple[str, ...]] = ("backend",)  # the parameters this class itself reads; its bases add theirs
+    BACKENDS: ClassVar[tuple[str, ...]] = ("eager",)  # the `backend`s it runs on (`decoding.static`), default first
 
     @classmethod
     def accepted_params(cls) -> tuple[str, ...]:
@@ -98,6 +99,21 @@ class Decoder(ABC):
         self.tokenizer = tokenizer
         self.params = params
         self.label = self.name
+        self.backend = check_backend(self.name, params, self.BACKENDS)
+        self._static = None
+
+    def static_session(self):
+        """This decoder's `decoding.static.StaticSession` (made on first use), for `backend: compiled`."""
+        if self._static is None:
+            from .static import StaticSession
+
+            self._static = StaticSession(self.model)
+        return self._static
+
+    @property
+    def compile_s(self) -> float:
+        """Seconds this decoder has spent compiling (0 on the eager backend)."""
+        return 0.0 if self._static is None else self._static.compile_s
 
     @abstractmethod
     def generate(
@@ -138,26 +154,40 @@ def registry_name(label: str, params: Mapping[str, Any]) -> str:
     return str(params.get("decoder", label))
 
 
-def check_params(label: str, params: Mapping[str, Any], accepted: Mapping[str, Sequence[str]]) -> str:
-    """The registered name `label` stands for, after checking it against `accepted` (name -> its parameters); an
-    `InputError` names an unknown decoder (with the registered ones) or an unknown parameter (with the accepted
-    ones)."""
+def check_backend(name: str, params: Mapping[str, Any], backends: Sequence[str]) -> str:
+    """The `backend` parameter of decoder `name` (default: the first of `backends`, the ones it runs on); an
+    `InputError` when it names another."""
+    backend = str(params.get("backend", backends[0]))
+    if backend not in backends:
+        raise InputError(f"{name}: backend {backend!r} is not available (this decoder runs on: {', '.join(backends)})")
+    return backend
+
+
+def check_params(label: str, params: Mapping[str, Any], accepted: Mapping[str, Mapping[str, Sequence[str]]]) -> str:
+    """The registered name `label` stands for, after checking it against `accepted` (name -> {"params": its
+    parameters, "backends": its backends}); an `InputError` names an unknown decoder (with the registered ones), an
+    unknown parameter (with the accepted ones) or a backend it does not run on."""
     name = registry_name(label, params)
     if name not in accepted:
         raise InputError(f"unknown decoder {name!r} (registered: {', '.join(sorted(accepted))})")
-    unknown = sorted(set(params) - {"decoder"} - set(accepted[name]))
+    known = accepted[name]["params"]
+    unknown = sorted(set(params) - {"decoder"} - set(known))
     if unknown:
-        raise InputError(
-            f"{name}: unknown parameter(s) {', '.join(unknown)} (accepted: {', '.join(accepted[name]) or 'none'})"
-        )
+        raise InputError(f"{name}: unknown parameter(s) {', '.join(unknown)} (accepted: {', '.join(known)})")
+    check_backend(name, params, accepted[name]["backends"])
     return name
+
+
+def catalog_entry(cls: type[Decoder]) -> dict[str, tuple[str, ...]]:
+    """What the plan checks know of a decoder class: its parameters and backends."""
+    return {"params": cls.accepted_params(), "backends": cls.BACKENDS}
 
 
 def decoder_class(label: str, params: dict[str, Any]) -> type[Decoder]:
     """The registered class `label` stands for, after checking its parameters (`check_params`, against the
     classes themselves: an `InputError` names an unknown decoder or parameter)."""
     known = decoders()
-    return known[check_params(label, params, {name: cls.accepted_params() for name, cls in known.items()})]
+    return known[check_params(label, params, {name: catalog_entry(cls) for name, cls in known.items()})]
 
 
 def build_decoder(label: str, model: torch.nn.Module, tokenizer: Any, **params: Any) -> Decoder:

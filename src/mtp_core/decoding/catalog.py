@@ -1,4 +1,4 @@
-"""The registered decoders' names and accepted parameters without importing them: what the plan checks need
+"""The registered decoders' names, accepted parameters and backends without importing them: what the plan checks need
 (`check_decoder`), so that `snakemake -n` and every Snakemake process start without torch (about 7 s of the
 13 s a dry run took).
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import atomic_write_json
-from .base import check_params, decoders
+from .base import catalog_entry, check_params, decoders
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +54,15 @@ def _source_stamp() -> str:
     return digest.hexdigest()[:20]
 
 
-def catalog() -> dict[str, tuple[str, ...]]:
-    """Every registered decoder's accepted parameters by name (module docstring)."""
+def catalog() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Every registered decoder's accepted parameters and backends by name (`base.catalog_entry`; module
+    docstring)."""
     path = cache_dir() / f"decoders-{_source_stamp()}.json"
     try:
-        return {name: tuple(params) for name, params in json.loads(path.read_text()).items()}
-    except (OSError, ValueError):
+        return {name: {k: tuple(v) for k, v in entry.items()} for name, entry in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
         pass
-    out = {name: cls.accepted_params() for name, cls in decoders().items()}
+    out = {name: catalog_entry(cls) for name, cls in decoders().items()}
     try:
         atomic_write_json(path, out)
     except OSError as e:  # a read-only home: the next check imports the decoders again

@@ -3,6 +3,9 @@
 KV-cached, batched with left padding; rows that stop are dropped from the batch (their cache rows are
 removed), so a batch costs what its live rows cost. Produces the same tokens as
 `model.generate(do_sample=False)` on the same batch.
+
+`backend: compiled` (`decoding.static`): the same loop on a static cache with a compiled one-row step. Its shapes
+stay fixed, so stopped rows are not dropped: they step on (their tokens ignored) until the whole batch stops.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from .stopping import StopTracker
 
 @register_decoder("greedy")
 class GreedyDecoder(Decoder):
-    """Argmax decoding, one token per forward. Params: `prune_finished` (default True)."""
+    """Argmax decoding, one token per forward. Params: `prune_finished` (default True; eager only)."""
 
     lossless = True
     PARAMS = ("prune_finished",)
+    BACKENDS = ("eager", "compiled")
 
     def begin(self, device: torch.device) -> None:
         """Hook at the start of each batch (a sampling subclass seeds its generator here)."""
@@ -37,6 +41,8 @@ class GreedyDecoder(Decoder):
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
     ) -> list[GenerationResult]:
+        if self.backend == "compiled":
+            return self._generate_static(prompts, max_new_tokens, stop)
         prune = bool(self.params.get("prune_finished", True))
         device = next(self.model.parameters()).device
         ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
@@ -83,5 +89,36 @@ class GreedyDecoder(Decoder):
                 logits_to_keep=1,
             ).logits
             nxt = self.pick(logits[:, -1])
+        t2 = time.perf_counter()
+        return tracker.results(prompts, [[1] * len(t) for t in tracker.tokens], (t0, t1, t2))
+
+    def _generate_static(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
+    ) -> list[GenerationResult]:
+        """`generate` on the static session: one eager prefill, then compiled one-row steps over the whole batch."""
+        device = next(self.model.parameters()).device
+        ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
+        n, width = ids.shape
+        tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
+        session = self.static_session()
+        session.begin(n, width + max_new_tokens)
+        full_mask = None  # without padding, the causal path; else every slot after the prompts is a real token
+        if bool((mask == 0).any()):
+            full_mask = torch.ones(n, session.length, dtype=mask.dtype, device=device)
+            full_mask[:, :width] = mask
+        self.begin(device)
+        t0 = time.perf_counter()
+        nxt = self.pick(session.prefill(ids, full_mask, pos))
+        t1 = time.perf_counter()
+        last_pos = pos[:, -1:]
+        while True:
+            nxt_list = nxt.tolist()
+            for row in range(n):
+                if not tracker.done(row):
+                    tracker.feed(row, [nxt_list[row]])
+            if tracker.all_done:
+                break
+            last_pos = last_pos + 1
+            nxt = self.pick(session.step(nxt[:, None], full_mask, last_pos)[:, -1])
         t2 = time.perf_counter()
         return tracker.results(prompts, [[1] * len(t) for t in tracker.tokens], (t0, t1, t2))

@@ -329,7 +329,8 @@ def load_model(
         model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs)
     else:
         torch.manual_seed(random_weights)
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(where, **kwargs), dtype=torch_dtype)
+        with torch.device(device):  # initialised where they run: a 7B model's weights in seconds on a GPU
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(where, **kwargs), dtype=torch_dtype)
     model = model.to(device).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
