@@ -70,6 +70,7 @@ SHAPES = {
     },
 }  # fmt: skip
 SPEC = {"source": "tiny", "chat_template": False}
+SECTIONS = ["speed", "verify_eager", "dmtd", "verify_compiled"]
 
 
 def arch_dir(shape: str, where: Path) -> Path:
@@ -159,7 +160,7 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
 
     sections = {"speed": speed, "verify_eager": verify_eager, "dmtd": dmtd, "verify_compiled": verify_compiled}
     for key, fn in sections.items():
-        if key == "verify_compiled" and not in_time():
+        if key not in args.sections or key == "verify_compiled" and not in_time():
             continue
         try:
             record[key] = fn()
@@ -184,6 +185,7 @@ def main() -> None:
     ap.add_argument("--compiled-rows", type=int, nargs="+", default=list(ROW_BUCKETS))
     ap.add_argument("--taus", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--sections", nargs="+", default=SECTIONS, choices=SECTIONS)
     ap.add_argument("--eager-only-after", type=float, default=float("inf"), help="seconds")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results"))
     ap.add_argument("--commit", default=None, help="the code's commit (default: this checkout's HEAD)")

@@ -51,7 +51,8 @@ sys.path.insert(0, str(REPO / "src"))
 from mtp_core.bench.protocol import BenchPrompt, encode_prompts, run_bench  # noqa: E402
 from mtp_core.decoding import build_decoder  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
-from mtp_core.decoding.cost import calibrate_on_prompt, modeled_speedup  # noqa: E402
+from mtp_core.decoding.cost import calibrate_on_prompt  # noqa: E402
+from mtp_core.decoding.pricing import modeled_speedup  # noqa: E402
 from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
 from mtp_core.masks.tree import chain_buffers  # noqa: E402
 from mtp_core.models.load import LoadedModel, load_model, prepare_base_model  # noqa: E402

@@ -12,18 +12,15 @@ import torch
 
 from mtp_core.decoding import GenerationResult, StopCriteria, build_decoder
 from mtp_core.decoding.cost import (
-    CostModel,
     DepthAcceptance,
     WallClockGuard,
     calibrate_on_prompt,
     calibration_rows,
-    generation_steps,
-    layer_forward_steps,
-    modeled_steps,
     padded_rows,
     timed_call,
 )
 from mtp_core.decoding.ngram import union_tree
+from mtp_core.decoding.pricing import CostModel, generation_steps, layer_forward_steps, modeled_steps
 
 
 def test_timed_call_waits_for_the_device(monkeypatch):

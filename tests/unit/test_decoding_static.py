@@ -37,7 +37,7 @@ def test_compiled_greedy_emits_eager_greedys_tokens(tiny_loaded, traced, batch):
             eager, _ = tokens(tiny_loaded, prompts, max_new, stop)
             compiled, dec = tokens(tiny_loaded, prompts, max_new, stop, backend="compiled")
             assert compiled == eager, (stop, max_new)
-            assert dec.backend == "compiled" and dec.static_session().cache is not None
+            assert dec.backend == "compiled" and dec.static.cache is not None
     assert any(len(t) < 20 for t in tokens(tiny_loaded, prompts, 20, StopCriteria(eos_ids=(eos,)))[0])
 
 
@@ -46,14 +46,14 @@ def test_a_cache_beyond_one_length_bucket(tiny_llama, traced):
     max_new = LENGTH_BUCKET + 10 - max(map(len, prompts))
     eager, _ = tokens(tiny_llama, prompts, max_new, StopCriteria())
     compiled, dec = tokens(tiny_llama, prompts, max_new, StopCriteria(), backend="compiled")
-    assert compiled == eager and dec.static_session().length == 2 * LENGTH_BUCKET
+    assert compiled == eager and dec.static.length == 2 * LENGTH_BUCKET
 
 
 def test_the_session_reuses_its_cache_and_graphs_across_batches(tiny_llama, traced):
     dec = build_decoder("greedy", tiny_llama.model, tiny_llama.tokenizer, backend="compiled")
     first, second = random_prompts(tiny_llama.tokenizer, 2, seed=7)
     dec.generate([first], 8, StopCriteria())
-    session = dec.static_session()
+    session = dec.static
     cache, compiled_once, shapes = session.cache, dec.compile_s, set(session._shapes)
     again = dec.generate([second], 8, StopCriteria())[0].tokens
     assert session.cache is cache and session._shapes == shapes and dec.compile_s == compiled_once > 0

@@ -15,8 +15,8 @@ from mtp_core.bench.prompt_sets import accuracy, decode_prompt_set
 from mtp_core.bench.protocol import encode_prompts
 from mtp_core.config.settings import ConfigError
 from mtp_core.decoding import register_decoder
-from mtp_core.decoding.cost import CostModel, generation_steps, modeled_speedup
 from mtp_core.decoding.greedy import GreedyDecoder
+from mtp_core.decoding.pricing import CostModel, generation_steps, modeled_speedup
 from mtp_core.evaluate.answers import extract_answer, is_correct
 from mtp_core.leaderboard import plan as lb
 from mtp_core.leaderboard.table import leaderboard_figure, leaderboard_frame, leaderboard_table

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.decoding.cost import CostModel
+from mtp_core.decoding.pricing import CostModel
 from mtp_core.heads import save_heads
 from mtp_core.io import read_jsonl
 from mtp_core.models.load import load_model, prepare_base_model

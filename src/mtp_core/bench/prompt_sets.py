@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.settings import config_hash, model_spec
-from ..decoding.cost import calibrate_on_prompt, modeled_speedup
+from ..decoding.cost import calibrate_on_prompt
+from ..decoding.pricing import modeled_speedup
 from ..evaluate.answers import is_correct
 from ..io import InputError
 from ..models.load import LoadedModel, load_model

@@ -19,6 +19,15 @@ from ..io import InputError, stable_hash
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
+
+def cache_dir() -> Path:
+    """The user's cache directory (the decoder catalog): `$MTP_REPRO_CACHE`, else
+    `$XDG_CACHE_HOME/mtp-repro`, else `~/.cache/mtp-repro`."""
+    if os.environ.get("MTP_REPRO_CACHE"):
+        return Path(os.environ["MTP_REPRO_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtp-repro"
+
+
 # Values a config may name that torch modules implement, here so that the checks read them without torch:
 LAYER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")  # decoders `layers` runs by hand (full attention checked)
 HEAD_CONCAT = ("emb_first", "hidden_first")  # `heads.deepseek`: the order of [embedding; hidden] a head reads

@@ -100,20 +100,12 @@ class Decoder(ABC):
         self.params = params
         self.label = self.name
         self.backend = check_backend(self.name, params, self.BACKENDS)
-        self._static = None
-
-    def static_session(self):
-        """This decoder's `decoding.static.StaticSession` (made on first use), for `backend: compiled`."""
-        if self._static is None:
-            from .static import StaticSession
-
-            self._static = StaticSession(self.model)
-        return self._static
+        self.static: Any = None  # the `decoding.static.StaticSession` of `backend: compiled`, made on first use
 
     @property
     def compile_s(self) -> float:
         """Seconds this decoder has spent compiling (0 on the eager backend)."""
-        return 0.0 if self._static is None else self._static.compile_s
+        return 0.0 if self.static is None else self.static.compile_s
 
     @abstractmethod
     def generate(

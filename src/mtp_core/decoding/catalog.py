@@ -16,22 +16,15 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..config.settings import cache_dir
 from ..io import atomic_write_json
 from .base import catalog_entry, check_params, decoders
 
 log = logging.getLogger(__name__)
-
-
-def cache_dir() -> Path:
-    """`$MTP_REPRO_CACHE`, else `$XDG_CACHE_HOME/mtp-repro`, else `~/.cache/mtp-repro`."""
-    if os.environ.get("MTP_REPRO_CACHE"):
-        return Path(os.environ["MTP_REPRO_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtp-repro"
 
 
 @functools.cache

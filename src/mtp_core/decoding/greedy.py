@@ -19,6 +19,7 @@ from transformers import DynamicCache
 from .base import Decoder, GenerationResult, StopCriteria, register_decoder
 from .batch import prepare_batch
 from .cache import select_rows
+from .static import StaticSession
 from .stopping import StopTracker
 
 
@@ -100,7 +101,9 @@ class GreedyDecoder(Decoder):
         ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
         n, width = ids.shape
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
-        session = self.static_session()
+        if self.static is None:
+            self.static = StaticSession(self.model)
+        session = self.static
         session.begin(n, width + max_new_tokens)
         full_mask = None  # without padding, the causal path; else every slot after the prompts is a real token
         if bool((mask == 0).any()):

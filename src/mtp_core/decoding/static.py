@@ -1,8 +1,9 @@
 """The fast decode path: a preallocated (static) KV cache and forwards compiled at fixed shapes.
 
-Every decoder takes `backend` (`BACKENDS`): `eager` runs the model's own forward on a growing `DynamicCache` (the
+Every decoder takes `backend`: `eager` runs the model's own forward on a growing `DynamicCache` (the
 papers' regime, and the default), `compiled` runs it on a `StaticSession`, which a decoder offers where its class
-lists `compiled` in its `BACKENDS` (others refuse it when the config is checked).
+lists `compiled` in its `BACKENDS` (`decoding.base.Decoder`; others refuse it when the config is checked). Greedy
+and sampling run on it so far.
 
 A `StaticSession` holds, for one decoder:
 
@@ -15,14 +16,14 @@ A `StaticSession` holds, for one decoder:
   verifies chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape.
 
 Compilation happens on the first forward of each shape; its time is kept apart (`compile_s`) so that the bench
-can report it beside decoding. Inductor's caches live under the project's cache directory
-(`configure_compile_cache`), so later jobs on the same machine load compiled kernels instead of building them.
+can report it beside decoding. Inductor caches what it compiled (`/tmp/torchinductor_$USER`, or
+`$TORCHINDUCTOR_CACHE_DIR`), so later jobs on the same machine compile faster: SmolLM2-135M's one-row step took
+70 s to compile in a first job on this project's 2-core CPU, 12 s in a second.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -31,9 +32,6 @@ from typing import Any
 import torch
 from transformers import StaticCache
 
-from .catalog import cache_dir
-
-BACKENDS = ("eager", "compiled")
 LENGTH_BUCKET = 256
 ROW_BUCKETS = (1, 4, 8, 16, 32, 64, 128)
 # `torch.compile`'s backend; tests of the cache logic set `aot_eager`, which traces the same graph but builds no kernels
@@ -44,12 +42,6 @@ def compile_mode(device: torch.device) -> str:
     """`torch.compile`'s mode on `device`: CUDA graphs on CUDA (`reduce-overhead`: a decode step is bound by its
     kernel launches there), inductor's default elsewhere."""
     return "reduce-overhead" if device.type == "cuda" else "default"
-
-
-def configure_compile_cache() -> None:
-    """Keep inductor's compiled kernels and FX graphs in `<cache_dir>/inductor` (unless the user chose a place), so
-    that every job on this machine reuses what an earlier job compiled."""
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
 
 
 def bucket_rows(rows: int) -> int:
@@ -64,7 +56,6 @@ class StaticSession:
     """A static KV cache and one compiled forward, reused by every batch a decoder decodes (module docstring)."""
 
     def __init__(self, model: torch.nn.Module):
-        configure_compile_cache()
         self.model = model
         self.device = next(model.parameters()).device
         self.cache: StaticCache | None = None

@@ -48,7 +48,7 @@ CPU fast path; the padding follows every kept position, so by causality the outp
 `extra["chunk_tokens"][i]` is the number of new tokens forward i fed for that row (prefill: prompt + k-1;
 then re-fed + k-1), `extra["refed"][i]` the re-fed part (0 for the prefill) and `extra["chunk_rows"][i]` the
 rows forward i ran for every row of the batch (0 for the prefill; the tree decoders' convention, which the
-modeled speed prices: `decoding.cost.generation_steps`).
+modeled speed prices: `decoding.pricing.generation_steps`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from transformers import DynamicCache
 
 from ...bench.prompt_sets import decode_prompt_set
 from ...decoding.cache import crop_cache
-from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows, timed_call
+from ...decoding.cost import calibrate_on_prompt, padded_rows, timed_call
+from ...decoding.pricing import CostModel
 from ...heads import load_heads
 from ...heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from ...io import atomic_write_json, read_jsonl

@@ -26,7 +26,7 @@ DMTD, e.g. the untrained baseline), `prune_finished` (True). Lossy (`lossless` T
 which is the vanilla model step for step). `extra` per row: `tau`, `split`, `cycle_starts` (the prefill included),
 `late_steps`, `refill_rows` (columns the thinking layers ran at refills), `layers_touched` (Σ layers per forward:
 L at a cycle start, E + D at a late step), `plt_measured` = layers_touched / (L · new tokens) (Eq. 7 as run), and
-for pricing by layer costs (`decoding.cost.layer_forward_steps`) `num_layers` and `layer_forwards`: per decoding
+for pricing by layer costs (`decoding.pricing.layer_forward_steps`) `num_layers` and `layer_forwards`: per decoding
 forward (the prefill excluded) its segments [layers, rows]: [[E + D, 1]] at a late step, [[E + D, 1], [T, refill
 columns]] at a cycle start (T thinking layers).
 """

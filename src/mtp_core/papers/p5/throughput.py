@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from ...decoding.cache import crop_cache
-from ...decoding.cost import CostModel, calibrate_on_prompt, padded_rows, timed_call
+from ...decoding.cost import calibrate_on_prompt, padded_rows, timed_call
+from ...decoding.pricing import CostModel
 from ...heads import DraftHeads
 from ...heads.hydra import HydraHeads
 from ...masks.tree import tree_buffers
