@@ -5,6 +5,7 @@ lossless rows identical to greedy) and its table and figure."""
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 
@@ -77,6 +78,7 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
     rows = lb.entries(tiny_config)
     assert [r.label for r in rows] == [
         "greedy",
+        "greedy-compiled",
         "pld",
         "lookahead",
         "stand",
@@ -93,7 +95,8 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
         "p5-entmtp_static",
         "p5-entmtp_tau",
     ]
-    p1 = rows[4]
+    assert rows[1].params == {"decoder": "greedy", "backend": "compiled"}
+    p1 = rows[5]
     assert p1.checkpoint == "results/models/p1/main/model" and p1.model == "tiny-qwen3-math"
     probing = {r.label: r for r in rows if r.paper == "p3"}
     assert probing["p3-probing_vocab_mean-bc10-guarded"].params["adaptive"] is True
@@ -110,7 +113,7 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
     ]
     assert lb.targets(tiny_config)[0] == "results/tables/leaderboard.csv"
     paths = lb.job_results(tiny_config, "math")
-    assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 16
+    assert paths[0] == "results/decode/leaderboard/tiny-qwen3-math/prompts-math/greedy.json" and len(paths) == 17
     off = copy.deepcopy(tiny_config)
     off["papers"]["p3"]["enabled"] = False
     assert not any(r.paper == "p3" for r in lb.entries(off))
@@ -132,6 +135,10 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
             "checkpoint is trained from 'tiny-qwen3-math', not from the leaderboard's model 'tiny-llama'",
         ),
         (lambda c: c["papers"]["p3"]["leaderboard"].update(methods=["nope"]), "papers.p3.leaderboard.methods[0]"),
+        (
+            lambda c: c["leaderboard"]["baselines"]["pld"].update(backend="compiled"),
+            "leaderboard.baselines.pld: prompt-lookup: backend 'compiled' is not available",
+        ),
     ],
 )
 def test_bad_leaderboard_config_names_the_key(edit, message):
@@ -243,10 +250,24 @@ def test_p1_decoders_report_chunk_rows(tiny_loaded_qwen, student):
 
 ROWS_META = [  # the plan's rows (leaderboard.job_rows), in table order
     {"label": "greedy", "title": "Greedy", "paper": "base"},
+    {"label": "greedy-compiled", "title": "Greedy (compiled)", "paper": "base"},
     {"label": "pld", "title": "PLD", "paper": "base"},
     {"label": "p1-main-static-k2", "title": "P1 main, Static k=2", "paper": "p1"},
     {"label": "p3-probing-bc10", "title": "P3 probing", "paper": "p3"},
+    {"label": "p4-main-dmtd-tau3", "title": "P4 DMTD", "paper": "p4"},
 ]
+GREEDY_SAMPLES = [(6, [1] * 6, {}), (4, [1] * 4, {})]
+SAMPLES = {  # label -> per prompt (new tokens, accepted, the decoder's extra): the forwards the GPU tables price
+    "greedy": GREEDY_SAMPLES,
+    "greedy-compiled": GREEDY_SAMPLES,
+    "pld": [(7, [1, 3, 2, 1], {"chunk_rows": [0, 4, 4, 1]}), (3, [1, 2], {"chunk_rows": [0, 2]})],
+    "p1-main-static-k2": [(6, [1, 2, 3], {"chunk_rows": [0, 8, 8]}), (4, [1, 3], {"chunk_rows": [0, 16]})],
+    "p3-probing-bc10": [(5, [1, 4], {"chunk_rows": [0, 32]}), (5, [1, 2, 2], {"chunk_rows": [0, 64, 128]})],
+    "p4-main-dmtd-tau3": [
+        (4, [1, 1, 1, 1], {"num_layers": 36, "layer_forwards": [[[36, 1]], [[28, 1]], [[28, 1], [8, 4]]]}),
+        (2, [1, 1], {"num_layers": 36, "layer_forwards": [[[36, 1]]]}),
+    ],
+}
 
 
 def lb_result(tmp, prompt_set: str, row: dict, i: int, accuracy: bool) -> tuple[str, dict]:
@@ -264,6 +285,11 @@ def lb_result(tmp, prompt_set: str, row: dict, i: int, accuracy: bool) -> tuple[
         "acc_se": 0.001 * i,
     }
     path = tmp / f"prompts-{prompt_set}" / f"{row['label']}.json"
+    samples = [
+        {"id": str(j), "new_tokens": n, "tokens": list(range(3, 3 + n)), "accepted": acc, "prompt_tokens": 9,
+         "stop_reason": "length", **({"extra": extra} if extra else {})}
+        for j, (n, acc, extra) in enumerate(SAMPLES[row["label"]])
+    ]  # fmt: skip
     write_result(
         str(path),
         make_result(
@@ -288,6 +314,7 @@ def lb_result(tmp, prompt_set: str, row: dict, i: int, accuracy: bool) -> tuple[
             config_hash="0" * 12,
             metrics={"accuracy": {"value": s["acc"], "stderr": s["acc_se"]}} if accuracy else None,
         ),
+        samples,
     )
     return str(path), s
 
@@ -299,7 +326,7 @@ def board(tmp_path):
     for i, (ps, row) in enumerate((ps, r) for ps in ("math", "specbench") for r in ROWS_META):
         path, spec[(ps, row["label"])] = lb_result(tmp_path, ps, row, i, accuracy=ps == "math")
         files.append(path)
-    order = [5, 2, 0, 7, 1, 4, 3, 6]  # a specbench file comes first
+    order = [8, 2, 0, 11, 1, 5, 7, 3, 10, 4, 6, 9]  # a specbench file comes first
     return [files[j] for j in order], spec
 
 
@@ -317,6 +344,8 @@ def test_leaderboard_frame_every_cell_by_hand(board):
         got += [row[c] for c in ("tokens_per_forward_std", "forward_passes", "identical")]
         want = [s["n"], s["tps"], s["speedup"], s["modeled"], s["tpf"], s["tpf_std"], s["forwards"], s["identical"]]
         assert got == pytest.approx(want), row
+        compiled = spec[(row["prompt_set"], "greedy-compiled")]
+        assert row["speedup_compiled"] == pytest.approx(s["tps"] / compiled["tps"])
         if row["prompt_set"] == "math":
             assert [row["accuracy"], row["accuracy_stderr"]] == pytest.approx([100 * s["acc"], 100 * s["acc_se"]])
         else:
@@ -329,6 +358,43 @@ def test_leaderboard_frame_every_cell_by_hand(board):
     assert row["tokens/forward"] == f"{s['tpf']:.2f} ± {s['tpf_std']:.2f}"
     assert row["accuracy (%)"] == f"{100 * s['acc']:.1f} ± {100 * s['acc_se']:.1f}"
     assert row["identical to greedy"] == f"{s['identical']:.2f}"
+
+
+def priced_by_hand(label: str, table: dict, head: dict) -> tuple[int, float]:
+    """New tokens and their price in one-row steps of SAMPLES[label], from a GPU file's normalised tables: a chunk
+    of r rows costs table[r]; a forward of segments (layers n, rows r) of L layers head[1] + sum n / L (table[r] -
+    head[r]); a decoder recording neither runs one row per forward after the prefill."""
+    tokens = steps = 0
+    for n, acc, extra in SAMPLES[label]:
+        tokens += n
+        if "layer_forwards" in extra:
+            big_l = extra["num_layers"]
+            steps += sum(
+                head["1"] + sum(k / big_l * (table[str(r)] - head[str(r)]) for k, r in f)
+                for f in extra["layer_forwards"]
+            )
+        elif "chunk_rows" in extra:
+            steps += sum(table[str(r)] for r in extra["chunk_rows"] if r)
+        else:
+            steps += len(acc) - 1
+    return tokens, steps
+
+
+def test_leaderboard_prices_every_rows_forwards_by_each_gpu_table(board):
+    """One column per committed GPU table (bench/device_costs): the row's tokens per priced step over greedy's, by
+    hand from the raw files."""
+    files, _ = board
+    data = leaderboard_frame(load_results(files), ROWS_META)
+    paths = sorted((REPO / "src/mtp_core/bench/device_costs").glob("*.json"))
+    assert {p.stem for p in paths} >= {"qwen3-4b_h200", "llama-7b_h200"}
+    for p in paths:
+        raw = json.loads(p.read_text())["verify_eager"]
+        g_tokens, g_steps = priced_by_hand("greedy", raw["table"], raw["head"])
+        for row in data.to_dict("records"):
+            tokens, steps = priced_by_hand(row["label"], raw["table"], raw["head"])
+            assert row[f"speedup_{p.stem}"] == pytest.approx((tokens / steps) / (g_tokens / g_steps)), (p.stem, row)
+    shown = leaderboard_table(load_results(files), ROWS_META).display()
+    assert "× greedy (modeled, H200, Qwen3-4B)" in shown.columns and "× compiled greedy" in shown.columns
 
 
 def test_leaderboard_figure_points_by_hand(board, monkeypatch):

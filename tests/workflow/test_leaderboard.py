@@ -17,6 +17,7 @@ from ..conftest import REPO, job_counts
 
 ROWS = [
     "greedy",
+    "greedy-compiled",
     "pld",
     "lookahead",
     "stand",
@@ -46,6 +47,10 @@ def test_leaderboard_table_and_figure(tiny_run):
     assert (table["tok/s"] > 0).all() and (table["× greedy (modeled)"] > 0).all()
     greedy = table[table["label"] == "greedy"]
     assert (greedy["× greedy"] == 1.0).all() and (greedy["× greedy (modeled)"] == 1.0).all()
+    compiled = table[table["label"] == "greedy-compiled"]
+    assert (compiled["× compiled greedy"] == 1.0).all() and (compiled["identical to greedy"] == 1.0).all()
+    gpu = [c for c in table.columns if c.startswith("× greedy (modeled, H200")]
+    assert len(gpu) == 2 and (greedy[gpu] == 1.0).all().all() and (table[gpu] > 0).all().all()
     assert table.loc[table["prompt set"] == "math", "accuracy (%)"].notna().all()
     assert table.loc[table["prompt set"] == "specbench", "accuracy (%)"].isna().all()
     assert re.search(r"\|\s*P1 main, Static k=2\s*\|", (res / "tables/leaderboard.md").read_text())

@@ -1,7 +1,8 @@
 """The leaderboard (README "The leaderboard"): every paper's method on one base model and the same prompt sets,
 side by side in one bench protocol. The plan: config section `leaderboard` -> rows, decoding jobs, result files.
 
-* **Rows** (`entries`): greedy (the reference), the training-free baselines of `leaderboard.baselines` (prompt
+* **Rows** (`entries`): greedy (the reference; and greedy on the compiled backend, the strong baseline every row's
+  speed-up is also given against), the training-free baselines of `leaderboard.baselines` (prompt
   lookup, lookahead, STAND: decoders of the core), then every enabled paper's rows (`Paper.leaderboard`, e.g.
   paper 1's student with Static k and ConfAdapt, paper 3's probing). A row is a decoder with its parameters on
   `leaderboard.model`, or on a checkpoint a paper's rule trains from it (`LeaderboardEntry.checkpoint`).
@@ -26,6 +27,7 @@ from ..registry import LeaderboardEntry
 
 RESULTS = "results"
 REFERENCE = "greedy"
+COMPILED_REFERENCE = "greedy-compiled"  # greedy on the compiled backend (`decoding.static`): the strong baseline
 BENCH_KEYS = ("warmup", "repeats", "threads")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -48,8 +50,14 @@ def prompt_sets(config: dict) -> dict[str, dict[str, Any]]:
 
 
 def entries(config: dict) -> list[LeaderboardEntry]:
-    """Every row: greedy, the configured baselines, then each enabled paper's rows, in that order."""
-    rows = [LeaderboardEntry("base", REFERENCE, "Greedy", {"decoder": REFERENCE})]
+    """Every row: greedy (eager, the papers' regime, and compiled, a strong baseline), the configured baselines, then
+    each enabled paper's rows, in that order."""
+    rows = [
+        LeaderboardEntry("base", REFERENCE, "Greedy", {"decoder": REFERENCE}),
+        LeaderboardEntry(
+            "base", COMPILED_REFERENCE, "Greedy (compiled)", {"decoder": REFERENCE, "backend": "compiled"}
+        ),
+    ]
     for label, spec in (section(config).get("baselines") or {}).items():
         params = {k: v for k, v in spec.items() if k != "title"}
         rows.append(LeaderboardEntry("base", label, spec.get("title") or label, params))

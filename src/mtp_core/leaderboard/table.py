@@ -2,8 +2,11 @@
 
 Table (`results/tables/leaderboard.{csv,md}`): one line per (prompt set, row), rows in the plan's order (greedy,
 the baselines, then each paper's). Columns: tok/s; speedup vs the job's greedy, measured (bench protocol) and
-modeled (each forward priced by the cost table of its chunk rows, `decoding.cost`); tokens per forward (bonus
-token included) and forward passes; lossless (the decoder's claim) and identical (the fraction of prompts whose
+modeled (each forward priced by the cost table of its chunk rows, `decoding.pricing`, calibrated in the job on its
+machine); speedup vs greedy on the compiled backend (`plan.COMPILED_REFERENCE`, a strong baseline: the row's tok/s over
+that row's); the speedup modeled on each GPU of `bench.device_costs` (the row's recorded
+forwards and greedy's, read from their samples, priced by that GPU's table at a paper model's shape); tokens per
+forward (bonus token included) and forward passes; lossless (the decoder's claim) and identical (the fraction of prompts whose
 tokens equal greedy's: lossless rows must show 1, for lossy rows it is their exact agreement with greedy); task
 accuracy where the prompts carry reference answers (the math test split), with its standard error.
 
@@ -21,8 +24,14 @@ from typing import Any
 
 import pandas as pd
 
+from ..bench.device_costs import DeviceTable, device_tables
+from ..decoding.base import GenerationResult
+from ..decoding.pricing import modeled_speedup
+from ..io import read_jsonl
 from ..report.figures import save_figure, style
 from ..report.tables import Table
+from ..results.write import samples_path
+from .plan import COMPILED_REFERENCE, REFERENCE
 
 COLUMNS = [
     "prompt_set",
@@ -34,6 +43,7 @@ COLUMNS = [
     "tokens_per_s",
     "speedup",
     "speedup_modeled",
+    "speedup_compiled",
     "tokens_per_forward",
     "tokens_per_forward_std",
     "forward_passes",
@@ -46,6 +56,7 @@ SHOWN = {
     "tokens_per_s": "tok/s",
     "speedup": "× greedy",
     "speedup_modeled": "× greedy (modeled)",
+    "speedup_compiled": "× compiled greedy",
     "tokens_per_forward": "tokens/forward",
     "forward_passes": "forwards",
     "identical": "identical to greedy",
@@ -61,11 +72,26 @@ PAPER_COLOURS = {
 }
 
 
+def device_column(t: DeviceTable) -> str:
+    return f"speedup_{t.key}"
+
+
+def recorded_generations(result_path: str) -> list[GenerationResult]:
+    """A result's generations as its samples file records them (tokens, accepted lengths, the decoder's `extra`):
+    what pricing needs; the times are not recorded there."""
+    return [
+        GenerationResult(r["tokens"], r["accepted"], r["prompt_tokens"], 0.0, 0.0, r["stop_reason"], r.get("extra", {}))
+        for r in read_jsonl(samples_path(result_path))
+    ]
+
+
 def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Result rows (`report.load_results` of the leaderboard's result files) -> `COLUMNS`, in the plan's row order
-    (`rows`: `leaderboard.plan.job_rows`, with titles) within each prompt set's order of appearance."""
+    """Result rows (`report.load_results` of the leaderboard's result files) -> `COLUMNS` and a speedup column per
+    GPU table (`device_column`), in the plan's row order (`rows`: `leaderboard.plan.job_rows`, with titles) within
+    each prompt set's order of appearance."""
     titles = {r["label"]: r["title"] for r in rows}
     order = {r["label"]: i for i, r in enumerate(rows)}
+    tables = device_tables()
     out = []
     for r in frame.to_dict("records"):
         label = os.path.basename(r["path"])[: -len(".json")]
@@ -87,17 +113,30 @@ def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
                 "identical": r["identical_fraction"],
                 "accuracy": 100 * acc["value"] if acc.get("value") is not None else math.nan,
                 "accuracy_stderr": 100 * acc["stderr"] if acc.get("stderr") is not None else math.nan,
+                "path": r["path"],
             }
         )
+    by_set: dict[str, dict[str, dict]] = {}
+    for x in out:
+        by_set.setdefault(x["prompt_set"], {})[x["label"]] = x
+    for members in by_set.values():
+        compiled = members.get(COMPILED_REFERENCE)
+        greedy = recorded_generations(members[REFERENCE]["path"]) if tables and REFERENCE in members else None
+        for x in members.values():
+            x["speedup_compiled"] = x["tokens_per_s"] / compiled["tokens_per_s"] if compiled else math.nan
+            gens = recorded_generations(x["path"]) if greedy is not None else None
+            for t in tables:
+                x[device_column(t)] = modeled_speedup(gens, greedy, t.cost_model()) if gens is not None else math.nan
     sets = list(dict.fromkeys(frame["task"]))
     out.sort(key=lambda x: (sets.index(x["prompt_set"]), order.get(x["label"], len(order))))
-    data = pd.DataFrame(out, columns=COLUMNS)
+    data = pd.DataFrame(out, columns=COLUMNS + [device_column(t) for t in tables])
     data["forward_passes"] = data["forward_passes"].astype("Int64")
     return data
 
 
 def leaderboard_table(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) -> Table:
     data = leaderboard_frame(frame, rows)
+    tables = device_tables()
     table = Table(
         data,
         pm={"tokens_per_forward": "tokens_per_forward_std", "accuracy": "accuracy_stderr"},
@@ -105,12 +144,14 @@ def leaderboard_table(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
             "tokens_per_s": 1,
             "speedup": 2,
             "speedup_modeled": 2,
+            "speedup_compiled": 2,
+            **{device_column(t): 2 for t in tables},
             "tokens_per_forward": 2,
             "identical": 2,
             "accuracy": 1,
         },
     )
-    return table.rename(SHOWN)
+    return table.rename({**SHOWN, **{device_column(t): f"× greedy (modeled, {t.title})" for t in tables}})
 
 
 def leaderboard_figure(
