@@ -102,7 +102,8 @@ def git_commit() -> str:
 
 def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, where: dict, start: float) -> Path:
     """Every section for one shape, into `--out`/<shape>_<device>.json (module docstring)."""
-    out = Path(args.out) / f"{shape}_{where['slug']}.json"
+    suffix = f"_b{args.batch_size}" if args.batch_size > 1 else ""
+    out = Path(args.out) / f"{shape}_{where['slug']}{suffix}.json"
     with tempfile.TemporaryDirectory() as tmp:
         loaded = load_model({**SPEC, "name": shape}, checkpoint=arch_dir(shape, Path(tmp)), device=args.device,
                             dtype=args.dtype, random_weights=0)  # fmt: skip
@@ -132,14 +133,16 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
         decoders: dict[str, dict] = {"greedy": {}, "hf-greedy": {}}
         if in_time():
             decoders["greedy-compiled"] = {"decoder": "greedy", "backend": "compiled"}
-        summary, _ = run_bench(loaded, decoders, prompts, args.new_tokens, warmup=1, repeats=args.repeats)
+        summary, _ = run_bench(
+            loaded, decoders, prompts, args.new_tokens, batch_size=args.batch_size, warmup=1, repeats=args.repeats
+        )
         keep = ("tokens_per_s", "tokens_per_s_repeats", "identical_fraction", "compile_s")
         return {
             "prompts": args.prompts,
             "prompt_tokens": args.prompt_tokens,
             "new_tokens": args.new_tokens,
             "repeats": args.repeats,
-            "batch_size": 1,
+            "batch_size": args.batch_size,
             "decoders": {k: {f: v[f] for f in keep} for k, v in summary["decoders"].items()},
         }
 
@@ -180,6 +183,7 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=1, help="of the speed section")
     ap.add_argument("--reps", type=int, default=5, help="timings per cost-table entry")
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128])
     ap.add_argument("--compiled-rows", type=int, nargs="+", default=list(ROW_BUCKETS))

@@ -12,6 +12,7 @@ forwards it really ran on the CPU.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,3 +61,36 @@ def read_table(path: Path) -> DeviceTable:
 def device_tables(where: Path = DEVICE_COSTS_DIR) -> list[DeviceTable]:
     """Every committed table, in file-name order."""
     return [read_table(p) for p in sorted(where.glob("*.json"))]
+
+
+def markdown(paths: Sequence[Path] | None = None) -> str:
+    """Measurements of `benchmarks/decode_costs.py` (default: the committed GPU files) as docs/measurements.md shows
+    them: per file, greedy's speed on each backend against the bandwidth floor, and the verification and DMTD
+    prices where the file has them (`python -m mtp_core.bench.device_costs [FILE ...]`)."""
+    lines = [
+        "| shape | device | batch | greedy tok/s: eager / HF generate / compiled (compile s) | compiled × HF "
+        "| floor tok/s | compiled / floor | one-row step ms: eager / compiled | 64 rows × one row: eager / compiled "
+        "| DMTD τ 3 modeled × |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(DEVICE_COSTS_DIR.glob("*.json")) if paths is None else paths:
+        d = json.loads(Path(path).read_text())
+        speed = d["speed"]["decoders"]
+        floor = d["speed"]["batch_size"] / d["bandwidth"]["floor_s_per_step"]  # a step reads the weights once
+        eager, compiled = d.get("verify_eager"), d.get("verify_compiled")
+        step = f"{1000 * eager['one_row_s']:.1f} / {1000 * compiled['one_row_s']:.2f}" if compiled else "-"
+        rows64 = f"{eager['table']['64']:.2f} / {compiled['table']['64']:.2f}" if compiled else "-"
+        dmtd = f"{d['dmtd']['modeled_speedup']['3']:.2f}" if "dmtd" in d else "-"
+        g, hf, c = (speed[k]["tokens_per_s"] for k in ("greedy", "hf-greedy", "greedy-compiled"))
+        lines.append(
+            f"| {SHAPE_TITLES.get(d['shape'], d['shape'])} | {d['device']}, {d['dtype']} | {d['speed']['batch_size']} "
+            f"| {g:.1f} / {hf:.1f} / {c:.1f} ({speed['greedy-compiled']['compile_s']:.0f}) | {c / hf:.2f} "
+            f"| {floor:.0f} | {c / floor:.0%} | {step} | {rows64} | {dmtd} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(markdown([Path(p) for p in sys.argv[1:]] or None))
