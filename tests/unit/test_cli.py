@@ -131,7 +131,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
         "decoder": (_bench(tmp_path, good, "--decoders", "greedy,nope"), "unknown decoder 'nope' (registered: "),
         "param": (
             _bench(tmp_path, good, "--param", "greedy.k=2"),
-            "greedy: unknown parameter(s) k (accepted: prune_finished)",
+            "greedy: unknown parameter(s) k (accepted: backend, prune_finished)",
         ),
         "model": (["generate", "--config", TINY, "--model", "nope", "--prompt", "hi"], "model 'nope' is not declared"),
         "unprepared": (_bench(tmp_path, good), "model 'tiny-llama' is not prepared yet"),

@@ -12,8 +12,9 @@ A `StaticSession` holds, for one decoder:
   tensors keep their addresses, as CUDA graphs need) and `reset` empties it between batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
-  is `compile_mode`, CUDA graphs on CUDA). Forwards of many rows are padded up to `ROW_BUCKETS`, so a decoder that
-  verifies chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape.
+  is `compile_mode`, CUDA graphs on CUDA). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
+  verifier of chunks of any size would compile at most `len(ROW_BUCKETS)` graphs per batch shape; so far
+  `measure_static_costs` prices those shapes, and the tree core does not run on the session yet.
 
 Compilation happens on the first forward of each shape; its time is kept apart (`compile_s`) so that the bench
 can report it beside decoding. Inductor caches what it compiled (`/tmp/torchinductor_$USER`, or
@@ -84,12 +85,6 @@ class StaticSession:
         self.cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
         self.shape = shape
 
-    @property
-    def filled(self) -> int:
-        """Slots written so far (the next forward writes from here)."""
-        assert self.cache is not None
-        return int(self.cache.get_seq_length())
-
     def crop(self, n_drop: int) -> None:
         """Forget the last `n_drop` slots (the next forward overwrites them)."""
         if n_drop > 0:
@@ -110,7 +105,7 @@ class StaticSession:
         (0: all). `mask`: None (causal), [B, cache length] (0/1 per slot) or a 4-D [B, 1, R, cache length] one."""
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are consumed: its graph may rerun
-        key = (tuple(ids.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep)
+        key = (self.shape, tuple(ids.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep)
         if key in self._shapes:
             return self._compiled(ids, mask, pos, keep)
         t0 = time.perf_counter()
