@@ -81,6 +81,6 @@ def test_student_rows_run_on_the_trained_checkpoint(tiny_run):
 def test_every_scale_plans_a_leaderboard(config, dry_run):
     cfg = load_config(REPO / config)
     labels = [e.label for e in lb.entries(cfg)]
-    assert labels[:4] == ["greedy", "pld", "lookahead", "stand"]
+    assert labels[:5] == ["greedy", "greedy-compiled", "pld", "lookahead", "stand"]
     assert any(lab.startswith("p1-") for lab in labels) and any(lab.endswith("-guarded") for lab in labels)
     assert "leaderboard_decode" in job_counts(dry_run(config, "all"))
