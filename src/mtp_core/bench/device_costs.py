@@ -1,6 +1,6 @@
 """Decode costs measured on GPUs at the papers' model shapes, committed as data: `device_costs/<shape>_<device>.json`,
 each written by `benchmarks/decode_costs.py` with its device, dtype, library versions, date, commit and command
-(docs/benchmarks.md "GPU decode costs" reads them).
+(docs/measurements.md "The fast decode path" shows them).
 
 A file's `verify_eager` section is a cost table as `decoding.pricing.CostModel` takes it: a verification forward of
 R rows relative to a one-row step, and the output head's share (for forwards that run only some layers, paper 4),
@@ -58,9 +58,14 @@ def read_table(path: Path) -> DeviceTable:
     )
 
 
-def device_tables(where: Path = DEVICE_COSTS_DIR) -> list[DeviceTable]:
+def committed_files() -> list[Path]:
+    """The committed measurement files, in name order."""
+    return sorted(DEVICE_COSTS_DIR.glob("*.json"))
+
+
+def device_tables() -> list[DeviceTable]:
     """Every committed table, in file-name order."""
-    return [read_table(p) for p in sorted(where.glob("*.json"))]
+    return [read_table(p) for p in committed_files()]
 
 
 def markdown(paths: Sequence[Path] | None = None) -> str:
@@ -73,7 +78,7 @@ def markdown(paths: Sequence[Path] | None = None) -> str:
         "| DMTD τ 3 modeled × |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for path in sorted(DEVICE_COSTS_DIR.glob("*.json")) if paths is None else paths:
+    for path in committed_files() if paths is None else paths:
         d = json.loads(Path(path).read_text())
         speed = d["speed"]["decoders"]
         floor = d["speed"]["batch_size"] / d["bandwidth"]["floor_s_per_step"]  # a step reads the weights once

@@ -115,10 +115,8 @@ class GreedyDecoder(Decoder):
         t1 = time.perf_counter()
         last_pos = pos[:, -1:]
         while True:
-            nxt_list = nxt.tolist()
-            for row in range(n):
-                if not tracker.done(row):
-                    tracker.feed(row, [nxt_list[row]])
+            for row, token in enumerate(nxt.tolist()):
+                tracker.feed(row, [token])  # a stopped row's token is not kept
             if tracker.all_done:
                 break
             last_pos = last_pos + 1

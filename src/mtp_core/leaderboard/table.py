@@ -3,10 +3,10 @@
 Table (`results/tables/leaderboard.{csv,md}`): one line per (prompt set, row), rows in the plan's order (greedy,
 the baselines, then each paper's). Columns: tok/s; speedup vs the job's greedy, measured (bench protocol) and
 modeled (each forward priced by the cost table of its chunk rows, `decoding.pricing`, calibrated in the job on its
-machine); speedup vs greedy on the compiled backend (`plan.COMPILED_REFERENCE`, a strong baseline: the row's tok/s over
-that row's); the speedup modeled on each GPU of `bench.device_costs` (the row's recorded
-forwards and greedy's, read from their samples, priced by that GPU's table at a paper model's shape); tokens per
-forward (bonus token included) and forward passes; lossless (the decoder's claim) and identical (the fraction of prompts whose
+machine); speedup vs greedy on the compiled backend (`plan.COMPILED_REFERENCE`, a strong baseline: the row's tok/s
+over that row's); the speedup modeled on each GPU of `bench.device_costs` (the row's recorded forwards and
+greedy's, read from their samples, priced by that GPU's table at a paper model's shape); tokens per forward (bonus
+token included) and forward passes; lossless (the decoder's claim) and identical (the fraction of prompts whose
 tokens equal greedy's: lossless rows must show 1, for lossy rows it is their exact agreement with greedy); task
 accuracy where the prompts carry reference answers (the math test split), with its standard error.
 
