@@ -37,11 +37,11 @@ run: venv
 	$(MAKE) report RUN_COMMAND="make run"
 
 # Snakemake's HTML report of the run in results/, and its dated results page in docs/results/ (provenance, job
-# costs, every table: mtp_core.report.results_page)
+# costs, every table: mtp_core.results.page)
 RUN_COMMAND ?= snakemake --cores $(CORES) all
 report: venv
 	$(OFFLINE) $(BIN)/snakemake --cores 1 --report results/report.html all
-	$(BIN)/python -m mtp_core.report.results_page --results results --command '$(RUN_COMMAND)'
+	$(BIN)/python -m mtp_core.results.page --results results --command '$(RUN_COMMAND)'
 
 test: venv
 	$(OFFLINE) $(SLURM_STAGE) --background $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder

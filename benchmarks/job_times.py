@@ -1,5 +1,5 @@
 """Sum the wall clock of every job of a run, per paper, from Snakemake's `benchmark:` files
-(`mtp_core.report.job_times`). Prints one Markdown table; `--csv` writes it too.
+(`mtp_core.results.job_times`). Prints one Markdown table; `--csv` writes it too.
 
     .venv/bin/python benchmarks/job_times.py                   # results/benchmarks of the embedded run
     .venv/bin/python benchmarks/job_times.py --results /tmp/run/results --by-rule
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mtp_core.report.job_times import job_times, split_leaderboard, summary
+from mtp_core.results.job_times import job_times, split_leaderboard, summary
 
 
 def main() -> None:

@@ -53,8 +53,11 @@ from mtp_core.decoding import build_decoder  # noqa: E402
 from mtp_core.decoding.cache import crop_cache  # noqa: E402
 from mtp_core.decoding.cost import calibrate_on_prompt  # noqa: E402
 from mtp_core.decoding.pricing import modeled_speedup  # noqa: E402
-from mtp_core.decoding.tree import TreeContext, tree_forward  # noqa: E402
-from mtp_core.masks.tree import chain_buffers  # noqa: E402
+from mtp_core.decoding.tree import (  # noqa: E402
+    TreeContext,
+    chain_buffers,
+    tree_forward,
+)
 from mtp_core.models.load import LoadedModel, load_model, prepare_base_model  # noqa: E402
 from mtp_core.papers.p3.alignment import mask_embeddings  # noqa: E402
 from mtp_core.papers.p3.draft_trees import mask_chain_parents  # noqa: E402

@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench.protocol import BenchPrompt, run_bench  # noqa: E402
-from mtp_core.heads.hydra import HydraHeads  # noqa: E402
-from mtp_core.masks.published import MEDUSA_TOPK  # noqa: E402
+from mtp_core.decoding.tree import MEDUSA_TOPK  # noqa: E402
+from mtp_core.models.heads.hydra import HydraHeads  # noqa: E402
 from mtp_core.models.load import load_model  # noqa: E402
 from mtp_core.papers.p5.bank import ROOT_ONLY, canonical  # noqa: E402
 from mtp_core.papers.p5.calibration import read_table  # noqa: E402

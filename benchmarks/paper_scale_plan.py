@@ -159,7 +159,7 @@ def p1_training(config: dict, run: str, cache: dict) -> Training:
 def p2_training(config: dict, run: str, cache: dict) -> Training:
     """Paper 2: `P2Model` (trunk all: the trunk and K heads; extension: the heads, the old ones frozen, the trunk
     outside it, frozen and sharded)."""
-    from mtp_core.heads.deepseek import DeepSeekMTPHeads
+    from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
     from mtp_core.papers.p2 import plan as p2
     from mtp_core.papers.p2.settings import P2Config
     from mtp_core.papers.p2.train import P2Model

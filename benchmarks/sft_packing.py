@@ -25,9 +25,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from mtp_core.data.rows import read_rows
-from mtp_core.losses import token_cross_entropy
 from mtp_core.models.load import load_model
 from mtp_core.train.loop import MicroBatchSpec
+from mtp_core.train.losses import token_cross_entropy
 from mtp_core.train.sft import IGNORE, SFTBatches, encode_rows, sft_loss
 from mtp_core.train.sft_settings import SFTConfig
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mtp_core.registry import Method
+from mtp_core.config.registry import Method
 from mtp_core.train.launch.methods import known_keys
 
 TOY_KEYS = ("train", "rows", "dim", "seed", "fail_at_step", "step_sleep_s", "fail_on_rank", "startup_sleep_s")

@@ -1,6 +1,6 @@
 """Config validation, before any job: the JSON schema with its defaults (the same call Snakemake makes), then what
 a schema cannot express: every name used in one section (a model, a dataset, a prompt set, a decoder, a task) is
-declared in another, fine-tuned models build, and every enabled paper's own check (`mtp_core.registry`) passes.
+declared in another, fine-tuned models build, and every enabled paper's own check (`mtp_core.config.registry`) passes.
 Each error names the offending key.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from . import registry
+from .config import registry
 from .config.settings import ConfigError, read_config, validate_schema
 from .data.sources import SourceError, check_sources
 from .decoding.catalog import check_decoder

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from transformers.masking_utils import create_causal_mask
 
-from mtp_core.heads.deepseek import DeepSeekMTPHeads
+from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
 from mtp_core.papers.p2.losses import p2_loss
 from mtp_core.papers.p2.settings import P2LossConfig
 

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
-from mtp_core.heads import load_heads, save_heads
-from mtp_core.heads.hydra import HydraHeads, load_hydra_checkpoint, prefix_config
-from mtp_core.heads.medusa import MedusaHeads, load_medusa_checkpoint
+from mtp_core.models.heads import load_heads, save_heads
+from mtp_core.models.heads.hydra import HydraHeads, load_hydra_checkpoint, prefix_config
+from mtp_core.models.heads.medusa import MedusaHeads, load_medusa_checkpoint
 from mtp_core.models.load import tiny_model
 
 from ..conftest import tiny_spec

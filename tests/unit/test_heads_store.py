@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from mtp_core.heads import DraftHeads, HeadsMismatch, load_heads, read_heads_meta, register_heads, save_heads
-from mtp_core.heads.store import trunk_fingerprint
+from mtp_core.models.heads import DraftHeads, HeadsMismatch, load_heads, read_heads_meta, register_heads, save_heads
+from mtp_core.models.heads.store import trunk_fingerprint
 from mtp_core.models.load import tiny_model
 
 from ..conftest import tiny_spec

@@ -1,4 +1,4 @@
-"""mtp_core.report.job_times: per-paper sums of Snakemake benchmark files (the embedded budget, results pages)."""
+"""mtp_core.results.job_times: per-paper sums of Snakemake benchmark files (the embedded budget, results pages)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mtp_core.report import job_times
+from mtp_core.results import job_times
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 

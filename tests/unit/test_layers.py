@@ -1,11 +1,11 @@
-"""Layer subsets by hand (`mtp_core.layers`) reproduce the model's own forward, with caches of different lengths."""
+"""Layer subsets by hand (`mtp_core.decoding.layers`) reproduce the model's own forward, with caches of different lengths."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from mtp_core import layers as L
+from mtp_core.decoding import layers as L
 from mtp_core.decoding.batch import left_pad, positions_from_mask
 from mtp_core.models.load import tiny_model
 

@@ -23,7 +23,7 @@ from mtp_core.leaderboard import plan as lb
 from mtp_core.leaderboard.table import leaderboard_figure, leaderboard_frame, leaderboard_table
 from mtp_core.models.load import load_model
 from mtp_core.papers.p1.mask_token import add_mask_token
-from mtp_core.report import load_results
+from mtp_core.results import load_results
 from mtp_core.results.write import make_result, write_result
 from mtp_core.validation import validate_config
 

@@ -13,8 +13,7 @@ from transformers import DynamicCache
 from mtp_core.decoding import StopCriteria, build_decoder, decoders
 from mtp_core.decoding.lookahead import LookaheadDecoder, jacobi_step, window_parents
 from mtp_core.decoding.ngram import NGramPool
-from mtp_core.decoding.tree import TreeContext, tree_forward
-from mtp_core.masks.tree import chain_buffers
+from mtp_core.decoding.tree import TreeContext, chain_buffers, tree_forward
 
 from .drafting import check_lossless, check_stop_strings_lossless, repetitive_prompts
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mtp_core.losses import entropy, kl_divergence, soft_cross_entropy, token_cross_entropy
 from mtp_core.papers.p1.losses import attention_mask_for, metric_names, p1_loss, prefix_slot_mask, sequence_weighted_nll
 from mtp_core.papers.p1.masks import build_blocked_batch
 from mtp_core.papers.p1.settings import P1LossConfig
+from mtp_core.train.losses import entropy, kl_divergence, soft_cross_entropy, token_cross_entropy
 
 PAD = 2
 MASK_ID = 300  # a spare embedding row of the tiny models

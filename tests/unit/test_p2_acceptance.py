@@ -15,8 +15,8 @@ import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.decoding.pricing import CostModel
-from mtp_core.heads import save_heads
 from mtp_core.io import read_jsonl
+from mtp_core.models.heads import save_heads
 from mtp_core.models.load import load_model, prepare_base_model
 from mtp_core.papers.p2.acceptance import simulate_steps, teacher_forced_match
 from mtp_core.papers.p2.decoder import MTPSpecDecoder

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.heads import save_heads
-from mtp_core.heads.deepseek import DeepSeekMTPHeads
+from mtp_core.models.heads import save_heads
+from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
 from mtp_core.models.load import tiny_model, tiny_tokenizer
 from mtp_core.papers.p2.acceptance import simulate_steps, teacher_forced_match
 from mtp_core.papers.p2.counters import HeadCounters

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from mtp_core.data.shards import write_shards
 from mtp_core.data.synthetic import synthetic_documents
-from mtp_core.heads import load_heads
+from mtp_core.models.heads import load_heads
 from mtp_core.models.load import load_model, prepare_base_model, tiny_tokenizer
 from mtp_core.papers.p2.train import heads_dir, train_p2
 from mtp_core.train import LocalDist, make_dist

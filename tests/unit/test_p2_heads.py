@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from mtp_core.heads import HeadsMismatch, head_archs, load_heads, save_heads
-from mtp_core.heads.deepseek import DeepSeekMTPHeads, chunk_mask
+from mtp_core.models.heads import HeadsMismatch, head_archs, load_heads, save_heads
+from mtp_core.models.heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from mtp_core.models.load import tiny_model
 
 from ..conftest import tiny_spec

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mtp_core.config.settings import ConfigError
-from mtp_core.heads.deepseek import DeepSeekMTPHeads
+from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
 from mtp_core.models.load import tiny_model
 from mtp_core.papers.p2 import experiments, plan
 from mtp_core.validation import check_references, load_config

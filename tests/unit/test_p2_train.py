@@ -12,7 +12,7 @@ import torch
 
 from mtp_core.data.shards import TokenShards, write_shards
 from mtp_core.data.synthetic import synthetic_documents
-from mtp_core.heads import HeadsMismatch, load_heads, trunk_fingerprint
+from mtp_core.models.heads import HeadsMismatch, load_heads, trunk_fingerprint
 from mtp_core.models.load import load_model, prepare_base_model, tiny_tokenizer
 from mtp_core.papers.p2.data import FeatureCache, Windows, trunk_features, write_features
 from mtp_core.papers.p2.settings import P2Config, launch_check
@@ -138,7 +138,7 @@ def test_step_state_guards_the_trunk(env):
             base_dir=prepare_base_model(tiny_spec("qwen3", init_seed=5), env["dir"] / "other"),
         ),
     )
-    from mtp_core.heads.deepseek import DeepSeekMTPHeads
+    from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
 
     cfg = P2Config.from_dict(METHOD)
     saved = P2Step(a.model, DeepSeekMTPHeads.from_trunk(a.model, 2), cfg, 1).state_dict()
@@ -151,7 +151,7 @@ def test_model_loss_is_the_windows_loss(env, trunk):
     """`P2Model`'s forward is the loss: each depth projected on its scored positions only, in chunks of 6 rows (3
     targets of each of 2 windows); its loss, metrics and every trained gradient equal those of `p2_loss` on
     whole-window logits (K = 3, positions past a depth's window end included there)."""
-    from mtp_core.heads.deepseek import DeepSeekMTPHeads
+    from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
     from mtp_core.papers.p2.losses import p2_loss
     from mtp_core.papers.p2.train import P2Model
 

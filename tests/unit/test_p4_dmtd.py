@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtp_core import layers as L
 from mtp_core.decoding import StopCriteria, build_decoder
+from mtp_core.decoding import layers as L
 from mtp_core.decoding.batch import left_pad, positions_from_mask
 from mtp_core.models.load import tiny_model
 from mtp_core.papers.p4.cyclic import (

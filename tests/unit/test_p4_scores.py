@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from mtp_core import layers as L
 from mtp_core.decoding import StopCriteria, build_decoder
+from mtp_core.decoding import layers as L
 from mtp_core.models.load import LoadedModel, tiny_model, tiny_tokenizer
 from mtp_core.papers.p4 import speed
 from mtp_core.papers.p4.jobs import write_tf_results

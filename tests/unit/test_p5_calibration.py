@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtp_core.heads import load_heads
-from mtp_core.masks.published import MEDUSA_TOPK
+from mtp_core.decoding.tree import MEDUSA_TOPK
+from mtp_core.models.heads import load_heads
 
 from .p5_world import world
 from .test_p5_simulation import table_of

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from mtp_core.cli import build_parser, main
-from mtp_core.cli.tree_search import search_settings
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.io import InputError, atomic_write_jsonl
+from mtp_core.papers.p5.cli import search_settings
 from mtp_core.validation import load_config
 
 from ..conftest import REPO

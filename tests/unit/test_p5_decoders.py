@@ -11,10 +11,9 @@ import pytest
 import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.heads import load_heads
-from mtp_core.heads.hydra import HydraHeads
-from mtp_core.masks.published import published_tree
-from mtp_core.masks.tree import candidates_from_topk, tree_buffers
+from mtp_core.decoding.tree import candidates_from_topk, published_tree, tree_buffers
+from mtp_core.models.heads import load_heads
+from mtp_core.models.heads.hydra import HydraHeads
 from mtp_core.papers.p5 import decoders  # noqa: F401  (registration)
 from mtp_core.papers.p5.drafting import HydraStep, MedusaStep
 

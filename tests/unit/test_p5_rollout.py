@@ -11,7 +11,7 @@ import json
 import pytest
 
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.heads import load_heads
+from mtp_core.models.heads import load_heads
 from mtp_core.papers.p5 import stages
 from mtp_core.papers.p5.bank import canonical
 from mtp_core.papers.p5.capture import build_table, greedy_trajectories

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.heads import load_heads
+from mtp_core.models.heads import load_heads
 from mtp_core.papers.p5 import decoders  # noqa: F401  (registration)
 from mtp_core.papers.p5.bank import ROOT_ONLY, canonical, tree_depth
 from mtp_core.papers.p5.capture import build_table, greedy_trajectories

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import torch
 
-from mtp_core.heads import load_heads
-from mtp_core.heads.hydra import HydraHeads
-from mtp_core.heads.medusa import MedusaHeads
+from mtp_core.models.heads import load_heads
+from mtp_core.models.heads.hydra import HydraHeads
+from mtp_core.models.heads.medusa import MedusaHeads
 from mtp_core.papers.p5.settings import HeadsTrainConfig, launch_check
 from mtp_core.papers.p5.train import (
     HeadsBatches,

@@ -1,4 +1,4 @@
-"""mtp_core.report: loading result JSONs, table builders, writers, figures and the two workflow scripts."""
+"""mtp_core.results: loading result JSONs, table builders, writers, figures and the two workflow scripts."""
 
 from __future__ import annotations
 
@@ -12,21 +12,25 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from mtp_core import report
-from mtp_core.report import (
+from mtp_core.results import (
     ResultFileError,
     category_frame,
+    decoding_speed_figure,
     decoding_table,
     evaluation_table,
     format_params,
     format_pm,
     load_results,
+    make_figure,
+    make_table,
     metrics_frame,
     pivot_pm,
+    save_figure,
     scatter_tradeoff,
     write_table,
 )
 from mtp_core.results import read as results_read
+from mtp_core.results import tables as results_tables
 from mtp_core.results.write import make_result, write_result
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "workflow" / "scripts"
@@ -275,8 +279,8 @@ def test_pivot_pm_rejects_duplicates():
 
 def test_write_table_csv_and_markdown(tmp_path, monkeypatch):
     written = []
-    real = report.tables.atomic_write_text
-    monkeypatch.setattr(report.tables, "atomic_write_text", lambda p, s: (written.append(Path(p)), real(p, s)))
+    real = results_tables.atomic_write_text
+    monkeypatch.setattr(results_tables, "atomic_write_text", lambda p, s: (written.append(Path(p)), real(p, s)))
     t = pivot_pm(_p1_frame(), ["decoder", "params"], "task", ["acc", "k"], ["acc_se", "k_std"], 3)
     csv, md = write_table(t, tmp_path / "sub" / "table1")
     assert written == [csv, md] == [tmp_path / "sub" / "table1.csv", tmp_path / "sub" / "table1.md"]
@@ -373,7 +377,7 @@ def test_decoding_speed_figure_deterministic(tmp_path, decode_paths):
     outs = []
     for i in range(2):
         png, pdf = tmp_path / f"{i}" / "speed.png", tmp_path / f"{i}" / "speed.pdf"
-        report.decoding_speed_figure(f, png, pdf)
+        decoding_speed_figure(f, png, pdf)
         outs.append((png.read_bytes(), pdf.read_bytes()))
     (png_bytes, pdf_bytes), second = outs
     assert png_bytes.startswith(PNG_MAGIC) and len(png_bytes) > 1000 and pdf_bytes.startswith(b"%PDF")
@@ -399,7 +403,7 @@ def test_scatter_tradeoff_joins_points_in_order(tmp_path):
     assert list(lines) == ["baseline", "confadapt", "static"]
     assert list(lines["confadapt"].get_xdata()) == [2.1, 3.3] and ax.get_xlabel() == "effective k"
     assert len(ax.texts) == 5
-    report.save_figure(fig, tmp_path / "t.png")
+    save_figure(fig, tmp_path / "t.png")
     assert (tmp_path / "t.png").read_bytes().startswith(PNG_MAGIC)
 
 
@@ -408,11 +412,11 @@ def test_scatter_tradeoff_joins_points_in_order(tmp_path):
 
 def test_make_table_and_figure_checks(tmp_path, decode_paths):
     with pytest.raises(ValueError, match="unknown table"):
-        report.make_table("nope", decode_paths, str(tmp_path / "a.csv"), str(tmp_path / "a.md"))
+        make_table("nope", decode_paths, str(tmp_path / "a.csv"), str(tmp_path / "a.md"))
     with pytest.raises(ValueError, match="same stem|<stem>"):
-        report.make_table("decoding", decode_paths, str(tmp_path / "a.csv"), str(tmp_path / "b.md"))
+        make_table("decoding", decode_paths, str(tmp_path / "a.csv"), str(tmp_path / "b.md"))
     with pytest.raises(ValueError, match="unknown figure"):
-        report.make_figure("nope", decode_paths, str(tmp_path / "a.png"), str(tmp_path / "a.pdf"))
+        make_figure("nope", decode_paths, str(tmp_path / "a.png"), str(tmp_path / "a.pdf"))
 
 
 def _run_script(name: str, **sections) -> None:

@@ -24,7 +24,7 @@ from mtp_core.papers.p1.report import (
     pareto_figure,
     setting_label,
 )
-from mtp_core.report import load_results, write_table
+from mtp_core.results import load_results, write_table
 from mtp_core.results.write import make_result, write_result
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

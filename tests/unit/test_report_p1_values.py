@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mtp_core.papers.p1.report import dynamics_figure, p1_table, pareto_figure
-from mtp_core.report import load_results
+from mtp_core.results import load_results
 from mtp_core.results.write import make_result, write_result
 
 FLEX, STRICT, ROUGE = "exact_match,flexible-extract", "exact_match,strict-match", "rougeL,none"

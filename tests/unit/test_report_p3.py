@@ -14,7 +14,7 @@ from mtp_core.config.settings import ConfigError
 from mtp_core.data.prompts import first_per_category
 from mtp_core.papers.p3 import plan as p3_plan
 from mtp_core.papers.p3.report import REFERENCE_TITLE, alignment_figure, category_figure, p3_table
-from mtp_core.report import load_results, write_table
+from mtp_core.results import load_results, write_table
 from mtp_core.results.write import make_result, write_result
 from mtp_core.validation import load_config, validate_config
 

@@ -13,7 +13,7 @@ import pytest
 
 from mtp_core.papers.p3.alignment import summarize
 from mtp_core.papers.p3.report import REFERENCE_TITLE, alignment_figure, category_figure, layer_curves, p3_table
-from mtp_core.report import load_results
+from mtp_core.results import load_results
 from mtp_core.results.write import make_result, write_result
 
 CATS = ("coding", "writing", "math")

@@ -1,7 +1,7 @@
 """The foundation's reported numbers cell by cell: the decoding table, the evaluation table and the decoding speed
 figure against values written into synthetic result files (every one distinct, so that a swapped column, another
 row's value or a wrong reference shows). Expected values come from the spec the files were written from, never
-through `mtp_core.report`."""
+through `mtp_core.results`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mtp_core import report
-from mtp_core.report import decoding_table, evaluation_table, load_results, metrics_frame
+from mtp_core.results import decoding_table, evaluation_table, figures, load_results, metrics_frame
 from mtp_core.results.write import make_result, write_result
 
 RUNS, SETS = ("smollm2", "student"), ("math", "code")
@@ -138,8 +137,8 @@ def test_evaluation_table_every_cell_by_hand(tmp_path):
 def test_decoding_speed_figure_bars(decode_files, monkeypatch):
     files, spec = decode_files
     captured = []
-    monkeypatch.setattr(report.figures, "save_figure", lambda fig, png, pdf: captured.append(fig))
-    report.decoding_speed_figure(load_results(files), "f.png", "f.pdf")
+    monkeypatch.setattr(figures, "save_figure", lambda fig, png, pdf: captured.append(fig))
+    figures.decoding_speed_figure(load_results(files), "f.png", "f.pdf")
     ax = captured[0].axes[0]
     groups = [f"{r}\n{t}" for t in SETS for r in RUNS]  # several runs: each prompt set's group names its run
     assert [t.get_text() for t in ax.get_xticklabels()] == groups

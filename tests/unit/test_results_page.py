@@ -1,4 +1,4 @@
-"""mtp_core.report.results_page: a run's dated page (provenance, job cost per group, every table verbatim, the
+"""mtp_core.results.page: a run's dated page (provenance, job cost per group, every table verbatim, the
 figures), checked against a hand-built results directory whose numbers are worked out here."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from mtp_core.report import results_page as rp
+from mtp_core.results import page as rp
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 TABLES = {

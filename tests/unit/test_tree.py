@@ -17,17 +17,15 @@ from mtp_core.decoding.tree import (
     TreeContext,
     TreeDecoder,
     TreeState,
-    tree_forward,
-    verify_tree,
-)
-from mtp_core.decoding.tree_accept import greedy_accept
-from mtp_core.masks.tree import (
     ancestor_mask,
     candidates_from_topk,
     chain_buffers,
     chunk_attention_mask,
+    greedy_accept,
     tree_buffers,
     tree_buffers_from_parents,
+    tree_forward,
+    verify_tree,
 )
 
 # ---------------------------------------------------------------- buffers

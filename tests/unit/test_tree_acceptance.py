@@ -14,10 +14,12 @@ from mtp_core.decoding.tree import (
     Draft,
     TreeDecoder,
     TreeState,
-    _chunk_layout,
+    chain_buffers,
+    greedy_accept,
+    tree_buffers,
+    typical_accept,
 )
-from mtp_core.decoding.tree_accept import greedy_accept, typical_accept
-from mtp_core.masks.tree import chain_buffers, tree_buffers
+from mtp_core.decoding.tree.verify import _chunk_layout
 
 from .test_tree import random_prompts
 

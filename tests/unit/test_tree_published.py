@@ -8,8 +8,7 @@ from collections import Counter
 import pytest
 import torch
 
-from mtp_core.masks.published import published_tree, published_trees
-from mtp_core.masks.tree import hydra_extras, tree_buffers
+from mtp_core.decoding.tree import hydra_extras, published_tree, published_trees, tree_buffers
 
 
 def test_mc_sim_7b_63_structure():

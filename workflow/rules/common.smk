@@ -4,7 +4,8 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from mtp_core import model_plan, registry
+from mtp_core import model_plan
+from mtp_core.config import registry
 from mtp_core.leaderboard.plan import targets as leaderboard_targets
 from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec, validate_schema
 from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
@@ -146,7 +147,7 @@ def eval_inputs(wildcards):
 
 
 def all_targets():
-    """Every table and figure of the `all` target: the foundation's, every enabled paper's (`mtp_core.registry`), and
+    """Every table and figure of the `all` target: the foundation's, every enabled paper's (`mtp_core.config.registry`), and
     the leaderboard's."""
     targets = [
         f"{RESULTS}/tables/base/decoding.csv",

@@ -8,7 +8,7 @@ snakemake.output         csv, md | png, pdf
 
 from mtp_core.io import log_to_file
 from mtp_core.leaderboard.table import leaderboard_figure, leaderboard_table
-from mtp_core.report import load_results, write_table_files
+from mtp_core.results import load_results, write_table_files
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -13,7 +13,7 @@ import pandas as pd
 
 from mtp_core.io import log_to_file
 from mtp_core.papers.p1.report import confidence_figure, dynamics_figure, pareto_figure
-from mtp_core.report import load_results
+from mtp_core.results import load_results
 
 smk = snakemake
 log_to_file(smk.log[0])

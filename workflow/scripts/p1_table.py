@@ -11,7 +11,7 @@ import logging
 
 from mtp_core.io import log_to_file
 from mtp_core.papers.p1.report import p1_table
-from mtp_core.report import load_results, write_table_files
+from mtp_core.results import load_results, write_table_files
 
 smk = snakemake
 log_to_file(smk.log[0])

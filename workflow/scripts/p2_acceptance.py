@@ -13,8 +13,8 @@ import torch
 
 from mtp_core.config.settings import config_hash
 from mtp_core.data.shards import TokenShards
-from mtp_core.heads import load_heads
 from mtp_core.io import log_to_file
+from mtp_core.models.heads import load_heads
 from mtp_core.papers.p2.data import Windows
 from mtp_core.papers.p2.evaluate import acceptance_job, validation_metrics
 from mtp_core.papers.p2.jobs import load_main

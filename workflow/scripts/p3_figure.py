@@ -11,7 +11,7 @@ import pandas as pd
 
 from mtp_core.io import log_to_file
 from mtp_core.papers.p3.report import alignment_figure, category_figure, layer_curves
-from mtp_core.report import load_results
+from mtp_core.results import load_results
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -9,7 +9,7 @@ import logging
 
 from mtp_core.io import log_to_file
 from mtp_core.papers.p4.report import quality_table, speed_frame, speed_table
-from mtp_core.report import write_table_files
+from mtp_core.results import write_table_files
 
 smk = snakemake
 log_to_file(smk.log[0])

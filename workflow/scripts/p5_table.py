@@ -9,7 +9,7 @@ snakemake.output: csv, md
 from mtp_core.io import log_to_file
 from mtp_core.papers.p5 import plan
 from mtp_core.papers.p5.report import table1, table2
-from mtp_core.report import write_table_files
+from mtp_core.results import write_table_files
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -1,4 +1,4 @@
-"""Decoding: one `Decoder` interface and its registry (papers add theirs: `mtp_core.registry`), reference greedy and
+"""Decoding: one `Decoder` interface and its registry (papers add theirs: `mtp_core.config.registry`), reference greedy and
 HF greedy, the tree-verification core, the wall-clock guard and the training-free n-gram drafters (prompt lookup,
 lookahead, STAND), every paper's baselines.
 
@@ -7,7 +7,7 @@ The names below load their module on first use (PEP 562), so that importing the 
 the decoder modules when it is first asked (`decoders()`).
 """
 
-from ..lazy import lazy_exports
+from .. import lazy_exports
 
 _WHERE = {
     "Decoder": "base",
@@ -25,11 +25,11 @@ _WHERE = {
     "LookaheadDecoder": "lookahead",
     "PathDraftDecoder": "ngram",
     "StandDecoder": "stand",
-    "Draft": "tree",
-    "TreeContext": "tree",
-    "TreeDecoder": "tree",
-    "TreeState": "tree",
-    "verify_tree": "tree",
+    "Draft": "tree.state",
+    "TreeContext": "tree.state",
+    "TreeDecoder": "tree.verify",
+    "TreeState": "tree.state",
+    "verify_tree": "tree.verify",
 }
 __all__ = sorted(_WHERE)
 __getattr__ = lazy_exports(__name__, _WHERE)

@@ -129,7 +129,7 @@ class Decoder(ABC):
 def decoders() -> dict[str, type[Decoder]]:
     """Every registered decoder by name: the core's (`CORE_DECODERS`) and every registered paper's (the modules each
     paper names in its `Paper.decoders`), their modules imported here on the first call."""
-    from .. import registry
+    from ..config import registry
 
     for module in CORE_DECODERS:
         importlib.import_module(f"{__package__}.{module}")

@@ -32,7 +32,7 @@ def _source_stamp() -> str:
     """A hash of every `.py` file of the packages that hold decoders: `mtp_core` and each registered paper's
     decoder modules' top-level package (found without importing the modules); once per process, as Python reads
     its modules once (a plan check asks the catalog some 60 times)."""
-    from .. import registry
+    from ..config import registry
 
     roots = {Path(__file__).resolve().parents[1]}
     for paper in registry.papers().values():

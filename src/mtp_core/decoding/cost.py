@@ -46,11 +46,10 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .. import layers as L
-from ..masks.tree import chain_buffers, tree_buffers_from_parents
+from . import layers as L
 from .cache import crop_cache
 from .pricing import CostModel
-from .tree import Draft, TreeContext, verify_tree
+from .tree import Draft, TreeContext, chain_buffers, tree_buffers_from_parents, verify_tree
 
 
 def timed_call(fn: Callable[[], Any], device: torch.device | str) -> float:
@@ -66,7 +65,7 @@ def timed_call(fn: Callable[[], Any], device: torch.device | str) -> float:
 
 
 def padded_rows(rows: int, pad_small_chunks: bool) -> int:
-    """Rows the verification forward really runs (`tree._chunk_layout` pads 2-3 rows to 4)."""
+    """Rows the verification forward really runs (`tree.verify._chunk_layout` pads 2-3 rows to 4)."""
     return 4 if pad_small_chunks and rows in (2, 3) else rows
 
 

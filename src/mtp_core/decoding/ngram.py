@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..masks.tree import TreeBuffers, tree_buffers
 from .cost import (
     GUARD_PARAMS,
     DepthAcceptance,
@@ -35,7 +34,7 @@ from .cost import (
     measure_costs,
     padded_rows,
 )
-from .tree import Draft, TreeDecoder, TreeState
+from .tree import Draft, TreeBuffers, TreeDecoder, TreeState, tree_buffers
 
 Path = tuple[int, ...]
 

@@ -125,8 +125,8 @@ def measure_static_costs(
     chunk of R rows (R in `rows`, each a `ROW_BUCKETS` size: the shapes a compiled decoder runs) on the static cache
     of `prompt`, with a 4-D mask and the logits of every row, as tree verification needs; medians of `reps`
     interleaved timings after one untimed call per shape (its compilation, reported as `compile_s`)."""
-    from ..masks.tree import ancestor_mask, chunk_attention_mask
     from .cost import timed_call
+    from .tree import ancestor_mask, chunk_attention_mask
 
     if any(r != bucket_rows(r) for r in rows):
         raise ValueError(f"rows must be compiled sizes {ROW_BUCKETS}, got {list(rows)}")

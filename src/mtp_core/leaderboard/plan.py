@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import registry
+from ..config import registry
+from ..config.registry import LeaderboardEntry
 from ..config.settings import ConfigError
 from ..decoding.catalog import check_decoder
 from ..io import InputError
 from ..model_plan import model_dir
-from ..registry import LeaderboardEntry
 
 RESULTS = "results"
 REFERENCE = "greedy"

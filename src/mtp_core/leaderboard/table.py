@@ -28,8 +28,8 @@ from ..bench.device_costs import DeviceTable, device_tables
 from ..decoding.base import GenerationResult
 from ..decoding.pricing import modeled_speedup
 from ..io import read_jsonl
-from ..report.figures import save_figure, style
-from ..report.tables import Table
+from ..results.figures import save_figure, style
+from ..results.tables import Table
 from ..results.write import samples_path
 from .plan import COMPILED_REFERENCE, REFERENCE
 

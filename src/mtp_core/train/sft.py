@@ -38,11 +38,11 @@ from typing import Any
 import torch
 
 from ..data.rows import render_example, render_prompt, resolve_template, response_start
-from ..losses import token_cross_entropy
 from .checkpoint import export_hf
 from .config import TrainConfig
 from .launch.methods import TrainingMethod
 from .loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, TrainResult, train
+from .losses import token_cross_entropy
 from .sft_settings import SETTINGS, SFTConfig
 
 log = logging.getLogger(__name__)

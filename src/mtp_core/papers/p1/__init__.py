@@ -7,7 +7,7 @@ Modules: `plan` (config section -> runs, evaluation jobs, result files, checks),
 (`static-k`, `conf-adapt`, §4.5-4.6), `confidence` (Figure 6), `report` (Tables 1-5, Figures 5-11).
 """
 
-from ...registry import Method, Paper
+from ...config.registry import Method, Paper
 from . import plan
 
 PAPER = Paper(

@@ -49,7 +49,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ...losses import token_cross_entropy
+from ...train.losses import token_cross_entropy
 from .masks import BlockedBatch
 from .settings import P1LossConfig
 

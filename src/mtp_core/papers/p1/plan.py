@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, dataset_on_bad_row, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
 from ...model_plan import model_dir, with_base_stamp
 from ...models.runs import FILE_NAME, RunPlan, merged_run, paper_section
 from ...models.runs import launcher_settings as run_launcher
-from ...registry import LeaderboardEntry
 from ...results.write import figure_files, table_files
 
 RESULTS = "results"

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ...report.figures import save_figure, style
-from ...report.tables import PRIMARY_METRIC, Table
+from ...results.figures import save_figure, style
+from ...results.tables import PRIMARY_METRIC, Table
 
 BASELINE_LABEL = "Baseline Step 0, k=1"
 STEP_SEP = "@step"

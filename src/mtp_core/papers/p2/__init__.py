@@ -1,5 +1,5 @@
 """Paper 2, "Self-Distillation for Multi-Token Prediction" (MTP-D):
-DeepSeek-style cascaded MTP heads (`mtp_core.heads.deepseek`) trained with CE plus a gradient-detached Top-N KL
+DeepSeek-style cascaded MTP heads (`mtp_core.models.heads.deepseek`) trained with CE plus a gradient-detached Top-N KL
 from the main head, extended by looping, and decoded by main-head-constrained speculative decoding (Algorithm 1)
 with AR / CAR per head.
 
@@ -11,7 +11,7 @@ teacher-forced simulation, Eqs. 6-7), `evaluate` (references, acceptance and val
 (bench rows, modeled speed), `report` (Tables 1-8), `figures` (Figures 3-7, 9-14).
 """
 
-from ...registry import Method, Paper
+from ...config.registry import Method, Paper
 from . import checks, experiments, plan
 
 PAPER = Paper(

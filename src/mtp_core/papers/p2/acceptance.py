@@ -22,7 +22,7 @@ import torch
 
 from ...decoding.base import StopCriteria
 from ...decoding.stopping import StopTracker
-from ...heads.deepseek import DeepSeekMTPHeads
+from ...models.heads.deepseek import DeepSeekMTPHeads
 
 
 @torch.inference_mode()

@@ -43,7 +43,7 @@ from functools import partial
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ...losses import token_cross_entropy
+from ...train.losses import token_cross_entropy
 from .losses import P2LossOutput, check_teachers, compose_teachers, depth_terms, p2_loss, scored, topn_index
 from .settings import P2LossConfig
 

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from ...data.shards import TokenShards
-from ...heads.store import trunk_fingerprint
 from ...io import atomic_dir
+from ...models.heads.store import trunk_fingerprint
 from ...train.loop import ShuffledOrder
 
 FEATURES, FEATURE_INDEX = "h.npy", "index.json"

@@ -40,10 +40,9 @@ from transformers import DynamicCache
 
 from ...decoding.base import GenerationResult, StopCriteria, register_decoder
 from ...decoding.cache import crop_cache, select_rows
-from ...decoding.tree import Draft, TreeDecoder, TreeState
-from ...heads import load_heads
-from ...heads.deepseek import DeepSeekMTPHeads, chunk_mask
-from ...masks.tree import chain_buffers
+from ...decoding.tree import Draft, TreeDecoder, TreeState, chain_buffers
+from ...models.heads import load_heads
+from ...models.heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from .uncached import uncached_generate
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ...report.figures import save_figure, style
+from ...results.figures import save_figure, style
 from ...train.curves import read_curves
 from .counters import pooled
 from .report import load_json, pooled_sets, run_counters, speed_frame

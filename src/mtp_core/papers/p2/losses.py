@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ...losses import token_cross_entropy
+from ...train.losses import token_cross_entropy
 from .settings import P2LossConfig
 
 

@@ -36,12 +36,12 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, deep_merge, model_spec
 from ...model_plan import model_dir, with_base_stamp
 from ...models.runs import RunPlan as CoreRunPlan
 from ...models.runs import launcher_settings as run_launcher
 from ...models.runs import merged_run, paper_section, run_entry
-from ...registry import LeaderboardEntry
 
 RESULTS = "results"
 REFERENCE = "greedy"

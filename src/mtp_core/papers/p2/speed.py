@@ -27,9 +27,9 @@ from ...bench.prompt_sets import decode_prompt_set
 from ...decoding.cache import crop_cache
 from ...decoding.cost import calibrate_on_prompt, padded_rows, timed_call
 from ...decoding.pricing import CostModel
-from ...heads import load_heads
-from ...heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from ...io import atomic_write_json, read_jsonl
+from ...models.heads import load_heads
+from ...models.heads.deepseek import DeepSeekMTPHeads, chunk_mask
 from ...models.load import LoadedModel
 from ...results.write import samples_path
 from .counters import HeadCounters, pooled

@@ -38,10 +38,10 @@ import torch
 from torch import nn
 
 from ...data.shards import TokenShards
-from ...heads import load_heads, save_heads, trunk_fingerprint, trunk_info
-from ...heads.deepseek import DeepSeekMTPHeads
+from ...decoding.layers import causal_mask, rope, run_layers
 from ...io import atomic_dir
-from ...layers import causal_mask, rope, run_layers
+from ...models.heads import load_heads, save_heads, trunk_fingerprint, trunk_info
+from ...models.heads.deepseek import DeepSeekMTPHeads
 from ...train.config import TrainConfig
 from ...train.launch.methods import Inputs, TrainingMethod
 from ...train.loop import MicroBatchSpec, StepContext, StepOutput, TrainResult, resolve_device, train

@@ -30,7 +30,7 @@ from transformers.masking_utils import create_causal_mask
 
 from ...decoding.base import Decoder, GenerationResult, StopCriteria, register_decoder
 from ...decoding.stopping import StopTracker
-from ...heads.deepseek import DeepSeekMTPHeads
+from ...models.heads.deepseek import DeepSeekMTPHeads
 from .experiments import GREEDY_UNCACHED
 
 

@@ -6,7 +6,7 @@ Modules: `plan` (config section -> decoding jobs, result files, checks), `probin
 `draft_trees` (tree shapes, pruning, §3.3-3.5), `alignment` (Figure 2, §3.2), `report` (Tables 1-2, Figures 2, 4, 5).
 """
 
-from ...registry import Paper
+from ...config.registry import Paper
 from . import plan
 
 PAPER = Paper(

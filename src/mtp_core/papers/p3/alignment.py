@@ -22,8 +22,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ...decoding.tree import attn_is_eager
-from ...masks.tree import chunk_attention_mask
+from ...decoding.tree import attn_is_eager, chunk_attention_mask
 from .mask_embeddings import ema_update
 from .probing import ProbingDecoder
 

@@ -36,7 +36,7 @@ from functools import lru_cache
 
 import torch
 
-from ...masks.tree import TreeBuffers, tree_buffers_from_parents
+from ...decoding.tree import TreeBuffers, tree_buffers_from_parents
 
 EXPANSIONS = ("dynamic", "top1", "fixed")
 

@@ -27,10 +27,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError
 from ...decoding.catalog import check_decoder, decoder_names
 from ...io import InputError
-from ...registry import LeaderboardEntry
 from ...results.write import figure_files, table_files
 from .settings import STRATEGIES
 

@@ -73,8 +73,7 @@ import torch
 
 from ...decoding.base import register_decoder
 from ...decoding.cost import GUARD_PARAMS, ShrunkRates, WallClockGuard, measure_costs
-from ...decoding.tree import Draft, TreeDecoder, TreeState
-from ...masks.tree import TreeBuffers
+from ...decoding.tree import Draft, TreeBuffers, TreeDecoder, TreeState
 from .draft_trees import (
     EXPANSIONS,
     ProbeCandidates,

@@ -27,9 +27,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ...report.figures import save_figure, style
-from ...report.tables import Table, pivot_pm
+from ...results.figures import save_figure, style
 from ...results.read import category_frame
+from ...results.tables import Table, pivot_pm
 
 REFERENCE_TITLE = "Greedy (reference)"
 VALUES = ("tau", "forward_passes", "tokens_per_s", "speedup", "identical")

@@ -10,7 +10,7 @@ launcher method `p4`), `epochs` (the run length in epochs of the rows kept), `de
 job), `jobs` (the workflow jobs' bodies), `report` (Tables 1-5, Figures 4-5, the leaderboard's τ choice).
 """
 
-from ...registry import Method, Paper
+from ...config.registry import Method, Paper
 from . import checks, plan
 
 PAPER = Paper(

@@ -29,7 +29,7 @@ from .plan import (
 def check(config: dict) -> None:
     """Cross-references and settings the schema cannot express; raises ConfigError naming the key.
 
-    Runs: safe names distinct from models, declared models (an architecture `mtp_core.layers` supports, with more
+    Runs: safe names distinct from models, declared models (an architecture `mtp_core.decoding.layers` supports, with more
     layers than E + D where the config knows the count: `model_plan.declared_layers`; otherwise the training checks
     it before its first step) and datasets, merged `method` / `train` / `launcher` build, one run length
     (`train.max_steps` or `method.epochs`) no shorter than its warm-up (`epochs`; an epoch-based length is checked by

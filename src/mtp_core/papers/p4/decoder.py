@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ... import layers as L
+from ...decoding import layers as L
 from ...decoding.base import Decoder, GenerationResult, StopCriteria, register_decoder
 from ...decoding.batch import positions_from_mask, prepare_batch
 from ...decoding.cache import select_rows

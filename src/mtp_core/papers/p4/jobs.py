@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
-from ... import layers as L
 from ...bench.prompt_sets import decode_prompt_set
 from ...config.settings import config_hash
 from ...data.rows import read_rows, resolve_template
+from ...decoding import layers as L
 from ...evaluate import EvalSettings, run_evaluation
 from ...io import atomic_write_json
 from ...models.load import LoadedModel

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from ...io import atomic_write_json
-from ...report.figures import new_figure, save_figure, style
-from ...report.tables import PRIMARY_METRIC, Table
+from ...results.figures import new_figure, save_figure, style
+from ...results.tables import PRIMARY_METRIC, Table
 from ...results.write import samples_path
 
 log = logging.getLogger(__name__)

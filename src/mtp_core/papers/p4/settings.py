@@ -58,7 +58,7 @@ class DMTDSpec:
     def from_model(cls, model: Any, **overrides: Any) -> DMTDSpec:
         """The split recorded in `model.config.dmtd`, with `overrides` (None values ignored); a model without it
         needs both layer counts given (an untrained baseline)."""
-        from ... import layers as L
+        from ...decoding import layers as L
 
         saved = dmtd_config(model)
         given = {k: v for k, v in overrides.items() if v is not None}

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import layers as L
 from ...bench.protocol import BenchPrompt
+from ...decoding import layers as L
 from ...decoding.batch import left_pad, positions_from_mask
 from ...decoding.cost import timed_call
 from .cyclic import plt

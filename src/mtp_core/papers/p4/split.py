@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ... import layers as L
+from ...decoding import layers as L
 from .settings import COMBINES, DMTDSpec
 
 
@@ -98,7 +98,7 @@ def base_and_thinking(
     attention: torch.Tensor | None = None,
     positions: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
-    """The τ-independent part of the parallel forward (Eqs. 1-2), by hand (`mtp_core.layers`): (h_base, h_think,
+    """The τ-independent part of the parallel forward (Eqs. 1-2), by hand (`mtp_core.decoding.layers`): (h_base, h_think,
     the causal mask, positions) of rows with padding mask `attention` and `positions` (default 0.., right
     padding). Every decoding-layer pass for any M reuses them."""
     first, stop = spec.thinking(L.num_layers(model))

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import layers as L
-from ...losses import token_cross_entropy
+from ...decoding import layers as L
+from ...train.losses import token_cross_entropy
 from ...train.sft import encode_rows
 from ...train.sft_settings import SFTConfig
 from .cyclic import decode_offsets, training_offsets

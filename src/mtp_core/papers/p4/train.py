@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import layers as L
 from ...data.rows import resolve_template
-from ...losses import token_cross_entropy
+from ...decoding import layers as L
 from ...train.config import TrainConfig
 from ...train.launch.methods import TrainingMethod
 from ...train.loop import StepContext, StepOutput, TrainResult, train
+from ...train.losses import token_cross_entropy
 from ...train.sft import SFTBatches, SFTStep, encode_rows, response_logits
 from .cyclic import training_offsets
 from .epochs import resolve_train

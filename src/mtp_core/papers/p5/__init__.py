@@ -10,10 +10,10 @@ self-distillation data and training, launcher method `p5_heads`), `drafting` and
 pipeline asks of an engine; the offline one), `throughput` (prices, throughput frontier, τ and ladder sweeps),
 `rollout` (the paper's union-tree rollout engine, T > 0), `regimes`
 (App. A), `stages` (the offline pipeline per task), `import_heads` (published checkpoints), `report` (Tables 1-2,
-Figures 1-5). The heads themselves are the core's (`mtp_core.heads.medusa`, `mtp_core.heads.hydra`).
+Figures 1-5). The heads themselves are the core's (`mtp_core.models.heads.medusa`, `mtp_core.models.heads.hydra`).
 """
 
-from ...registry import Method, Paper
+from ...config.registry import Method, Paper
 from . import checks, plan
 
 PAPER = Paper(
@@ -31,4 +31,5 @@ PAPER = Paper(
         ),
     ),
     decoders=("mtp_core.papers.p5.decoders",),
+    commands=("mtp_core.papers.p5.cli",),
 )

@@ -4,7 +4,7 @@ A tree is named by an id: a published tree (`mc_sim_7b_63`), or a searched one, 
 (idx = its order of selection, n = its nodes besides the root, D = the search's depth cap, as the public code
 names them). A bank is a JSON file (`bank.json`, written by `throughput.write_bank`) holding trees as Medusa
 choices plus the scheduler's settings; `TopologyBank` builds every tree's buffers once, so switching trees
-during decoding is a dictionary lookup (the tree core also caches each tree's chunk layout: `masks.tree`).
+during decoding is a dictionary lookup (the tree core also caches each tree's chunk layout: `decoding.tree.buffers`).
 
 `bank.json`: `trees` {id: {paths, n_nodes, depth, ...}}, `order` (ids by nodes, depth, id: the ladder's order),
 `best` (EntMTP*, the throughput-optimal tree), `conservative` / `aggressive` (EntMTPτ's S and B), `tau_on`,
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...decoding.tree import published_tree, published_trees
 from ...io import InputError
-from ...masks.published import published_tree, published_trees
 
 if TYPE_CHECKING:
-    from ...masks.tree import TreeBuffers
+    from ...decoding.tree import TreeBuffers
 
 Paths = tuple[tuple[int, ...], ...]
 ROOT_ONLY = "root_only"  # the tree of no drafts: a plain greedy step (the frontier's `include_greedy`)
@@ -74,7 +74,7 @@ class TopologyBank:
     def __init__(self, trees: Mapping[str, Sequence[Sequence[int]]], settings: Mapping[str, Any] | None = None):
         if not trees:
             raise ValueError("a topology bank needs at least one tree")
-        from ...masks.tree import tree_buffers  # torch: imported by the jobs that build a bank, not by the tables
+        from ...decoding.tree import tree_buffers  # torch: imported by the jobs that build a bank, not by the tables
 
         built = [BankTree(i, canonical(p), tree_buffers(canonical(p))) for i, p in trees.items()]
         self.trees = {t.id: t for t in sorted(built, key=lambda t: (t.n_nodes, t.depth, t.id))}

@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from ...decoding.base import StopCriteria
-from ...decoding.tree import Draft, TreeDecoder, TreeState
-from ...heads import DraftHeads
-from ...heads.hydra import HydraHeads
-from ...masks.published import MEDUSA_TOPK
+from ...decoding.tree import MEDUSA_TOPK, Draft, TreeDecoder, TreeState
+from ...models.heads import DraftHeads
+from ...models.heads.hydra import HydraHeads
 from .calibration import MISS, PromptTable
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ...config.settings import ConfigError
 from ...decoding.catalog import check_decoder, decoder_names
+from ...decoding.tree import published_trees
 from ...io import InputError
-from ...masks.published import published_trees
 from .frontier import search_stop
 from .plan import (
     FIGURES,

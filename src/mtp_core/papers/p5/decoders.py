@@ -43,9 +43,8 @@ import numpy as np
 import torch
 
 from ...decoding.base import register_decoder
-from ...decoding.tree import Draft, TreeDecoder, TreeState
-from ...heads import DraftHeads, load_heads
-from ...masks.tree import tree_buffers
+from ...decoding.tree import Draft, TreeDecoder, TreeState, tree_buffers
+from ...models.heads import DraftHeads, load_heads
 from .bank import BankTree, TopologyBank, resolve_tree, tree_depth
 from .drafting import Drafter, HydraStep, MedusaStep
 from .scheduler import SIGNALS, feature_depth, policy_from_params, reduce_batch, score

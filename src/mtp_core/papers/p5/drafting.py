@@ -29,10 +29,9 @@ import torch
 
 from ...decoding.batch import positions_from_mask
 from ...decoding.cache import select_rows
-from ...decoding.tree import TreeState
-from ...heads.hydra import HydraHeads
-from ...heads.medusa import MedusaHeads
-from ...masks.tree import TreeBuffers, chunk_attention_mask
+from ...decoding.tree import TreeBuffers, TreeState, chunk_attention_mask
+from ...models.heads.hydra import HydraHeads
+from ...models.heads.medusa import MedusaHeads
 
 
 @lru_cache(maxsize=256)

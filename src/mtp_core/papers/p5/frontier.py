@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...masks.published import MEDUSA_TOPK
+from ...decoding.tree import MEDUSA_TOPK
 from .bank import Paths, canonical, frontier_id, tree_depth
 from .calibration import MISS, PromptTable
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from ...heads import DraftHeads, save_heads
-from ...heads.hydra import load_hydra_checkpoint
-from ...heads.medusa import load_medusa_checkpoint
 from ...io import InputError
+from ...models.heads import DraftHeads, save_heads
+from ...models.heads.hydra import load_hydra_checkpoint
+from ...models.heads.medusa import load_medusa_checkpoint
 
 STATE_FILES = {"hydra": "hydra_lm_head", "medusa": "medusa_lm_head"}
 

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from ...bench.prompt_sets import decode_prompt_set
-from ...heads import load_heads
+from ...decoding.tree import MEDUSA_TOPK
 from ...io import atomic_write_json, atomic_write_jsonl, read_jsonl
-from ...masks.published import MEDUSA_TOPK
+from ...models.heads import load_heads
 from ...models.load import LoadedModel
 from ...results.write import samples_path
 from .bank import TopologyBank, resolve_tree

@@ -24,10 +24,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, model_spec
 from ...model_plan import model_dir, with_base_stamp
 from ...models.runs import launcher_settings as run_launcher
-from ...registry import LeaderboardEntry
 from ...results.write import figure_files, table_files
 from .settings import FrontierSettings
 from .splits import SPLITS

@@ -34,8 +34,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ...io import read_jsonl
-from ...report.figures import save_figure, style
-from ...report.tables import Table
+from ...results.figures import save_figure, style
+from ...results.tables import Table
 from ...results.write import samples_path
 from .bank import ROOT_ONLY
 from .frontier import pareto

@@ -26,9 +26,7 @@ import numpy as np
 import torch
 
 from ...decoding.base import GenerationResult, build_decoder
-from ...decoding.tree import Draft, TreeState
-from ...decoding.tree_accept import accepted_nodes
-from ...masks.tree import tree_buffers
+from ...decoding.tree import Draft, TreeState, accepted_nodes, tree_buffers
 from ...models.load import LoadedModel
 from .bank import BankTree, Paths, canonical
 from .decoders import HeadsTreeDecoder

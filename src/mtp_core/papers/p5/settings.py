@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any
 
 from ...config.settings import section_keys
-from ...masks.published import MEDUSA_TOPK
+from ...decoding.tree import MEDUSA_TOPK
 from ...train.launch.methods import MethodSettings, check_settings
 from .frontier import FRONTIER_MODES, search_stop
 from .scheduler import feature_depth

@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ...heads import DraftHeads
 from ...io import atomic_path, atomic_write_json
+from ...models.heads import DraftHeads
 from ...models.load import LoadedModel
 from .bank import ROOT_ONLY, Paths, TopologyBank, canonical, resolve_tree
 from .calibration import PromptTable, write_table

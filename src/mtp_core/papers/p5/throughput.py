@@ -31,9 +31,9 @@ import torch
 from ...decoding.cache import crop_cache
 from ...decoding.cost import calibrate_on_prompt, padded_rows, timed_call
 from ...decoding.pricing import CostModel
-from ...heads import DraftHeads
-from ...heads.hydra import HydraHeads
-from ...masks.tree import tree_buffers
+from ...decoding.tree import tree_buffers
+from ...models.heads import DraftHeads
+from ...models.heads.hydra import HydraHeads
 from .bank import Paths, tree_depth
 from .drafting import HydraStep, MedusaStep
 from .engines import Engine, Run

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...heads import DraftHeads, save_heads
-from ...heads.hydra import HydraHeads
-from ...heads.medusa import MedusaHeads
+from ...models.heads import DraftHeads, save_heads
+from ...models.heads.hydra import HydraHeads
+from ...models.heads.medusa import MedusaHeads
 from ...train.config import TrainConfig
 from ...train.launch.methods import Inputs, TrainingMethod
 from ...train.loop import MicroBatchSpec, ShuffledOrder, StepContext, StepOutput, train

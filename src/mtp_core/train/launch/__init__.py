@@ -65,7 +65,7 @@ state, the submitit log paths and the job's traceback (or the tail of its error 
 
 Methods (`methods.py`): a name -> a `module:function` entry run in the job, a settings check run before
 submitting, and optionally a resolver of (config, run name) -> settings: the core's `sft` and every registered
-paper's (`mtp_core.registry`), their check made by `methods.MethodSettings`
+paper's (`mtp_core.config.registry`), their check made by `methods.MethodSettings`
 (torch-free) and entry by `methods.TrainingMethod`; `--method module:attr` runs
 any `Method` or entry function.
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import registry
-from ...registry import Method
+from ...config import registry
+from ...config.registry import Method
 from ..config import TrainConfig
 
 CORE_METHODS = (

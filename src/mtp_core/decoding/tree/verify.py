@@ -1,7 +1,7 @@
 """Lossless tree verification (the shared core of P2, P3 and P5) and a generic draft-verify-accept decoder.
 
-The acceptance rules live in `decoding.tree_accept`, the state objects (`TreeContext`, `TreeVerifyResult`,
-`Draft`, `TreeState`) in `decoding.tree_state`.
+The acceptance rules live in `decoding.tree.accept`, the state objects (`TreeContext`, `TreeVerifyResult`,
+`Draft`, `TreeState`) in `decoding.tree.state`, the buffers of a tree in `decoding.tree.buffers`.
 
 One verification step (Medusa `tree_decoding` + `evaluate_posterior` + `update_inference_inputs`, generalised
 to batches):
@@ -50,13 +50,13 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from ..masks.tree import TreeBuffers, ancestor_mask, chunk_attention_mask
-from .base import Decoder, GenerationResult, StopCriteria
-from .batch import prepare_batch
-from .cache import crop_cache
-from .stopping import StopTracker
-from .tree_accept import _greedy_from_ok, node_ok, typical_accept
-from .tree_state import Draft, TreeContext, TreeState, TreeVerifyResult
+from ..base import Decoder, GenerationResult, StopCriteria
+from ..batch import prepare_batch
+from ..cache import crop_cache
+from ..stopping import StopTracker
+from .accept import _greedy_from_ok, node_ok, typical_accept
+from .buffers import TreeBuffers, ancestor_mask, chunk_attention_mask
+from .state import Draft, TreeContext, TreeState, TreeVerifyResult
 
 
 def attn_is_eager(model: torch.nn.Module) -> bool:

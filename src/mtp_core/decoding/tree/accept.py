@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..masks.tree import TreeBuffers
+from .buffers import TreeBuffers
 
 
 def greedy_accept(

@@ -20,7 +20,7 @@ For the worked example of the reference (`[[0], [0, 0], [1], [0, 1]]`) this give
 `ancestor_mask` and `chunk_attention_mask` are the generic pieces the verification forward uses for any chunk
 whose rows form a forest given by parent pointers (tree nodes, extra probing positions, padding rows).
 
-The published trees (Medusa's and Hydra's default `mc_sim_7b_63`, Hydra's `single`) are in `masks.published`.
+The published trees (Medusa's and Hydra's default `mc_sim_7b_63`, Hydra's `single`) are in `decoding.tree.published`.
 `TreeBuffers.levels` lists, per depth, the parents that have
 children and each child's parent and rank: what a drafter that conditions on the parent's path (Hydra's grounded
 heads) expands depth by depth; `hydra_extras` gives Hydra's `generate_hydra_buffers` extras from them (parity).

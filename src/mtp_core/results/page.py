@@ -2,8 +2,8 @@
 (`job_times`), every table it built (each table's markdown, verbatim) and the figures beside them. The numbers
 the docs quote come from such pages, written from `results/`, never copied by hand.
 
-    python -m mtp_core.report.results_page --command "make run"      # writes docs/results/<date>-<scale>.md
-    python -m mtp_core.report.results_page --results /tmp/run/results --command "snakemake -c2 all" --out page.md
+    python -m mtp_core.results.page --command "make run"      # writes docs/results/<date>-<scale>.md
+    python -m mtp_core.results.page --results /tmp/run/results --command "snakemake -c2 all" --out page.md
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def results_page(results: Path, command: str, *, date: str, commit: str, where: 
     lines = [
         f"# Results of a {scale}-scale run, {date}",
         "",
-        "Written from the run's `results/` by `python -m mtp_core.report.results_page`; every number below is one",
+        "Written from the run's `results/` by `python -m mtp_core.results.page`; every number below is one",
         "of its files.",
         "",
         "| | |",

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from ..masks.tree import TreeBuffers, chain_buffers
-from .cache import select_rows
+from ..cache import select_rows
+from .buffers import TreeBuffers, chain_buffers
 
 
 def _select(obj: Any, rows: torch.Tensor) -> None:

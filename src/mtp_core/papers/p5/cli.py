@@ -27,17 +27,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..io import InputError
-from ..validation import load_config
-from .decode import load_named_model, load_prompt_rows
+from ...cli.decode import load_named_model, load_prompt_rows
+from ...io import InputError
+from ...validation import load_config
 
 
 def search_settings(config: dict, args: argparse.Namespace) -> tuple[Any, dict]:
     """`FrontierSettings` and the frontier job's settings: the config's `papers.p5`, then the flags given (every
     flag is honoured; contradictions are refused with the flag's name)."""
-    from ..masks.published import published_trees
-    from ..papers.p5 import plan
-    from ..papers.p5.settings import rows_needed
+    from ...decoding.tree import published_trees
+    from . import plan
+    from .settings import rows_needed
 
     s = plan.section(config)
     if not {"search", "decoding", "calibration", "throughput"} <= set(s):
@@ -110,7 +110,7 @@ def search_settings(config: dict, args: argparse.Namespace) -> tuple[Any, dict]:
 
 
 def cmd_tree_search(args: argparse.Namespace) -> None:
-    from ..papers.p5.jobs import frontier_job
+    from .jobs import frontier_job
 
     config = load_config(args.config)
     settings, job = search_settings(config, args)
@@ -134,7 +134,7 @@ def cmd_tree_search(args: argparse.Namespace) -> None:
 
 
 def cmd_import_heads(args: argparse.Namespace) -> None:
-    from ..papers.p5.import_heads import import_heads
+    from .import_heads import import_heads
 
     if (args.id is None) == (args.path is None):
         raise InputError("import-heads: give exactly one of --id (a hub repository) and --path (a local directory)")
@@ -147,7 +147,7 @@ def cmd_import_heads(args: argparse.Namespace) -> None:
 
 def _prompt_file(rows: list[dict], out: Path) -> str:
     """The prompts as the frontier job reads them (a JSONL beside the outputs)."""
-    from ..io import atomic_write_jsonl
+    from ...io import atomic_write_jsonl
 
     path = out / "prompts.jsonl"
     atomic_write_jsonl(path, rows)

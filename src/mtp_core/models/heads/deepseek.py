@@ -33,7 +33,7 @@ from torch import nn
 from transformers import AutoConfig, PretrainedConfig
 from transformers.masking_utils import create_causal_mask
 
-from ..config.settings import HEAD_CONCAT, HEAD_INITS
+from ...config.settings import HEAD_CONCAT, HEAD_INITS
 from .store import DraftHeads, register_heads
 
 _DROP = ("architectures", "_name_or_path", "transformers_version", "auto_map", "quantization_config")

@@ -25,7 +25,7 @@ import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask
 
-from .config.settings import LAYER_MODEL_TYPES
+from ..config.settings import LAYER_MODEL_TYPES
 
 
 class UnsupportedModel(ValueError):

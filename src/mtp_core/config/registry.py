@@ -79,6 +79,8 @@ class Paper:
     * `decoders`: the modules that register its `Decoder` classes (`register_decoder`), imported when the decoder
       registry is first asked (`decoding.decoders()`), so that loading a paper (the Snakefile, a table or figure
       job) imports no torch model code.
+    * `commands`: the modules that add its `mtp-repro` subcommands (each an `add_commands(subparsers)`), imported
+      when the command line is built, so that the core's command line imports no paper.
     """
 
     name: str
@@ -88,6 +90,7 @@ class Paper:
     leaderboard: Callable[[dict], list[LeaderboardEntry]] = _nothing
     methods: tuple[Method, ...] = ()
     decoders: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -1,5 +1,5 @@
-"""Tables (CSV + markdown) and figures (PNG + PDF) from result JSONs; `make_table`/`make_figure` are what the
-workflow scripts call."""
+"""The foundation's tables and figures (decoding, evaluation) from result JSONs: `make_table` / `make_figure`, what
+the workflow scripts `make_tables.py` and `make_figures.py` call."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from ..results.read import ResultFileError, category_frame, format_params, load_results, metrics_frame
-from .figures import decoding_speed_figure, grouped_bars, new_figure, save_figure, scatter_tradeoff, style
-from .tables import Table, decoding_table, evaluation_table, format_pm, pivot_pm, write_table, write_table_files
+from .read import load_results, metrics_frame
+from .figures import decoding_speed_figure
+from .tables import Table, decoding_table, evaluation_table, write_table_files
 
 TABLES: dict[str, Callable[[pd.DataFrame], Table]] = {
     "decoding": decoding_table,
@@ -37,28 +37,3 @@ def make_figure(name: str, results: Sequence[str | os.PathLike], png: str, pdf: 
     FIGURES[name](load_results(results), png, pdf)
     log.info("figure %s: %d result files -> %s, %s", name, len(results), png, pdf)
 
-
-__all__ = [
-    "FIGURES",
-    "TABLES",
-    "ResultFileError",
-    "Table",
-    "category_frame",
-    "decoding_speed_figure",
-    "decoding_table",
-    "evaluation_table",
-    "format_params",
-    "format_pm",
-    "grouped_bars",
-    "load_results",
-    "make_figure",
-    "make_table",
-    "metrics_frame",
-    "new_figure",
-    "pivot_pm",
-    "save_figure",
-    "scatter_tradeoff",
-    "style",
-    "write_table",
-    "write_table_files",
-]

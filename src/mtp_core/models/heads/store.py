@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..io import atomic_dir
+from ...io import atomic_dir
 
 FORMAT = 1
 WEIGHTS, META = "heads.safetensors", "heads.json"
