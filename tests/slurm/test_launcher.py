@@ -31,10 +31,10 @@ import pytest
 import torch
 
 from mtp_core.train.launch import interrupt_job, launch
+from tests.unit.core.train.test_launch import _attempts, _curves, _wait_for_step
 
 from ..toy_method import TOY
 from ..unit.ranks import run_ranks
-from ..unit.test_launch import _attempts, _curves, _wait_for_step
 from .conftest import ACCOUNT, PARTITION, sacct_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster"), pytest.mark.timeout(600)]

@@ -78,7 +78,7 @@ def _steps(curves: Path) -> list[int]:
 def _interrupt_once_training(work: Path, stop: threading.Event, out: dict) -> None:
     """Interrupt the KILLED training once it has written its second step: its first step's callbacks have run
     (checkpoint_every 1), so the signal is caught inside the loop; one that lands before them requeues from the
-    newest state, as a preemption before the first step does (tests/unit/test_launch.py)."""
+    newest state, as a preemption before the first step does (tests/unit/core/train/test_launch.py)."""
     record, curves = work / KILLED, (work / KILLED).parent / "curves.csv"
     while not stop.is_set():
         job = Path(f"{record}.job.json")

@@ -1,7 +1,7 @@
 """Loss terms every paper's objective is built from: pure functions on logits, float32 math, any leading shape,
 vocabulary last. Paper 1's student-forced objective (`papers.p1.losses`), the fine-tune's next-token loss
 (`train.sft`) and the heads' distillation losses of papers 2 and 5 combine these; each is tested against hand
-computation (`tests/unit/test_losses.py`)."""
+computation (`tests/unit/papers/p1/test_losses.py`)."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def task_manager_for(task: str, test_path: str | os.PathLike | None = None, out_
 def builtin_task_folder(task: str) -> Path | None:
     """The folder of lm-eval's own tasks whose YAML files declare `task: <task>` or `group: <task>` (a text scan,
     ~1 s); None when none does or several folders do (the caller then indexes every built-in task). The tasks a
-    group lists live beside its YAML (tests/unit/test_hub_tasks.py checks the configs' built-ins)."""
+    group lists live beside its YAML (tests/unit/core/evaluate/test_hub_tasks.py checks the configs' built-ins)."""
     import lm_eval.tasks
 
     declares = re.compile(rf"^(?:task|group):\s*['\"]?{re.escape(task)}['\"]?\s*$", re.M)

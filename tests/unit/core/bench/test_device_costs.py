@@ -1,0 +1,39 @@
+"""The GPU decode costs committed as data (`bench/device_costs`): every file says where and how it was measured and
+holds a cost table the leaderboard can price with; docs/measurements.md shows exactly what the files hold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mtp_core.bench.device_costs import DEVICE_COSTS_DIR, device_tables, markdown
+from tests.conftest import REPO
+
+FILES = sorted(DEVICE_COSTS_DIR.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_a_committed_file_says_where_and_how_and_holds_a_cost_table(path):
+    d = json.loads(path.read_text())
+    assert path.stem == f"{d['shape']}_{d['device'].lower().removeprefix('nvidia ').replace(' ', '-')}"
+    assert d["dtype"] == "bfloat16" and d["date"] and len(d["commit"]) == 40 and d["command"]
+    assert {"torch", "transformers"} <= set(d["versions"])
+    eager = d["verify_eager"]
+    assert eager["table"]["1"] == 1.0 and set(eager["head"]) == set(eager["table"])
+    assert all(0 < eager["head"][r] < c for r, c in eager["table"].items())
+    assert {"greedy", "hf-greedy", "greedy-compiled"} == set(d["speed"]["decoders"])
+
+
+def test_a_table_prices_a_chunk_at_its_measured_cost():
+    for t in device_tables():
+        raw = json.loads((DEVICE_COSTS_DIR / f"{t.key}.json").read_text())["verify_eager"]
+        cost = t.cost_model()
+        assert cost(4) == pytest.approx(raw["table"]["4"]) and cost.head_cost(8) == pytest.approx(raw["head"]["8"])
+        assert cost(3) == pytest.approx((raw["table"]["2"] + raw["table"]["4"]) / 2)  # linear between entries
+
+
+def test_the_measurements_page_shows_what_the_files_hold():
+    page = (REPO / "docs/measurements.md").read_text()
+    cpu = sorted((REPO / "benchmarks/results").glob("smollm2-135m_cpu*.json"))
+    assert markdown() in page and len(cpu) == 2 and markdown(cpu) in page
