@@ -1,8 +1,10 @@
-"""Shared fixtures: tiny random models (Llama and Qwen3) prepared once per session, offline."""
+"""Shared fixtures and builders: tiny random models (Llama and Qwen3) prepared once per session, offline, their
+specs (`tiny_spec`) and random prompts (`random_prompts`)."""
 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,24 @@ TINY_SPEC = {
 
 def tiny_spec(arch: str = "llama", **overrides) -> dict:
     return {**TINY_SPEC, "arch": arch, "name": f"tiny-{arch}", **overrides}
+
+
+PROMPT_WORDS = ("the", "cat", "sat", "on", "a", "mat", "while", "seven", "dogs", "ran", "past", "quickly", "and", "x",
+                "y", "z", "12", "+", "7", "=")  # fmt: skip
+
+
+def random_prompts(
+    tok, n: int, seed: int, *, words=PROMPT_WORDS, lengths=(1, 12), distinct_lengths: bool = False
+) -> list[list[int]]:
+    """n token-id prompts of `lengths[0]`..`lengths[1]` words drawn from `words` (seeded); with `distinct_lengths`
+    pairwise different token lengths (a batch whose rows all pad differently)."""
+    rng = random.Random(seed)
+    out: list[list[int]] = []
+    while len(out) < n:
+        ids = tok(" ".join(rng.choices(list(words), k=rng.randint(*lengths)))).input_ids
+        if not distinct_lengths or all(len(ids) != len(q) for q in out):
+            out.append(ids)
+    return out
 
 
 @pytest.fixture(scope="session", params=["llama", "qwen3"])

@@ -3,8 +3,6 @@ EOS and stop strings), stop tracking, cache cropping."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 from transformers import DynamicCache
@@ -13,33 +11,7 @@ from mtp_core.decoding import StopCriteria, build_decoder, decoders
 from mtp_core.decoding.batch import left_pad, positions_from_mask
 from mtp_core.decoding.cache import crop_cache
 from mtp_core.decoding.stopping import StopTracker
-
-
-def random_prompts(tok, n: int, seed: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    words = [
-        "the",
-        "cat",
-        "sat",
-        "on",
-        "a",
-        "mat",
-        "while",
-        "seven",
-        "dogs",
-        "ran",
-        "past",
-        "quickly",
-        "and",
-        "x",
-        "y",
-        "z",
-        "12",
-        "+",
-        "7",
-        "=",
-    ]
-    return [tok(" ".join(rng.choices(words, k=rng.randint(1, 12)))).input_ids for _ in range(n)]
+from tests.conftest import random_prompts
 
 
 def hf_reference(loaded, prompts, max_new, stop):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder, decoders
-from tests.unit.core.decoding.test_decoding import random_prompts
+from tests.conftest import random_prompts
 
 
 def brute_force(model, prompt: list[int], n: int, temperature: float, seed: int) -> list[int]:

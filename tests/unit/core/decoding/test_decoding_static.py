@@ -12,7 +12,7 @@ import pytest
 from mtp_core.decoding import StopCriteria, build_decoder, static
 from mtp_core.decoding.static import LENGTH_BUCKET, bucket_rows
 from mtp_core.io import InputError
-from tests.unit.core.decoding.test_decoding import random_prompts
+from tests.conftest import random_prompts
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from mtp_core.decoding.tree import (
     tree_forward,
     verify_tree,
 )
+from tests.conftest import random_prompts
 
 # ---------------------------------------------------------------- buffers
 
@@ -300,33 +301,6 @@ class OracleTreeDecoder(TreeDecoder):
                 truth = ref[done - 1 + d] if done - 1 + d < len(ref) else 5
                 cand[r, node - 1] = truth if node in good else 3 + (truth + 1) % 250
         return Draft(b, cand)
-
-
-def random_prompts(tok, n: int, seed: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    words = [
-        "the",
-        "cat",
-        "sat",
-        "on",
-        "a",
-        "mat",
-        "while",
-        "seven",
-        "dogs",
-        "ran",
-        "past",
-        "quickly",
-        "and",
-        "x",
-        "y",
-        "z",
-        "12",
-        "+",
-        "7",
-        "=",
-    ]
-    return [tok(" ".join(rng.choices(words, k=rng.randint(1, 12)))).input_ids for _ in range(n)]
 
 
 @pytest.mark.parametrize("batch,prune", [(1, True), (4, True), (4, False)])

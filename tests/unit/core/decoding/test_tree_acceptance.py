@@ -20,7 +20,7 @@ from mtp_core.decoding.tree import (
     typical_accept,
 )
 from mtp_core.decoding.tree.verify import _chunk_layout
-from tests.unit.core.decoding.test_tree import random_prompts
+from tests.conftest import random_prompts
 
 
 def logits_of(*dists: list[float], vocab: int = 4) -> torch.Tensor:

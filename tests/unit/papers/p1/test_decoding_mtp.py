@@ -7,8 +7,6 @@ The tiny models are untrained (mask predictions are junk), which does not matter
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 from transformers import DynamicCache
@@ -17,7 +15,7 @@ from mtp_core.decoding import StopCriteria, build_decoder, decoders
 from mtp_core.models.load import tiny_model, tiny_tokenizer
 from mtp_core.papers.p1.decoders import ConfAdaptDecoder, MaskMTPDecoder, accept_count, compact_cache, top1_confidence
 from mtp_core.papers.p1.mask_token import add_mask_token
-from tests.conftest import tiny_spec
+from tests.conftest import random_prompts, tiny_spec
 
 MAX_NEW = 20
 
@@ -37,39 +35,6 @@ def mtp_model(request):
     model, tok = tiny_model(tiny_spec(request.param)), tiny_tokenizer()
     add_mask_token(model, tok, seed=0)
     return model.eval(), tok
-
-
-def prompts_of(tok, n: int, seed: int) -> list[list[int]]:
-    """n prompts of pairwise different lengths."""
-    rng = random.Random(seed)
-    words = [
-        "the",
-        "cat",
-        "sat",
-        "on",
-        "a",
-        "mat",
-        "while",
-        "seven",
-        "dogs",
-        "ran",
-        "past",
-        "quickly",
-        "and",
-        "x",
-        "y",
-        "z",
-        "12",
-        "+",
-        "7",
-        "=",
-    ]
-    out: list[list[int]] = []
-    while len(out) < n:
-        p = tok(" ".join(rng.choices(words, k=rng.randint(1, 10)))).input_ids
-        if all(len(p) != len(q) for q in out):
-            out.append(p)
-    return out
 
 
 @torch.inference_mode()
@@ -214,7 +179,7 @@ def test_registered_and_lossy():
 def test_static_k_with_cache_equals_no_cache_reference(mtp_model, k, batch):
     model, tok = mtp_model
     mid = model.config.mtp_mask_token_id
-    prompts = prompts_of(tok, batch, seed=10 * k + batch)
+    prompts = _prompts(tok, batch, seed=10 * k + batch)
     out = build_decoder("static-k", model, tok, k=k).generate(prompts, MAX_NEW, StopCriteria())
     for p, g in zip(prompts, out):
         ref_tokens, ref_acc = reference_decode(model, p, k, MAX_NEW, static_rule, mid)
@@ -232,7 +197,7 @@ def test_uneven_acceptance_batched_equals_reference(mtp_model, batch, compact_at
     whether the cache is compacted at every chance (0.0), never (1.0) or at the default threshold."""
     model, tok = mtp_model
     mid = model.config.mtp_mask_token_id
-    prompts = prompts_of(tok, batch, seed=7 + batch)
+    prompts = _prompts(tok, batch, seed=7 + batch)
     out = ParityDecoder(model, tok, k=4, compact_at=compact_at).generate(prompts, MAX_NEW, StopCriteria())
     counts = set()
     for p, g in zip(prompts, out):
@@ -246,7 +211,7 @@ def test_uneven_acceptance_batched_equals_reference(mtp_model, batch, compact_at
 def test_conf_adapt_batched_equals_reference(mtp_model):
     model, tok = mtp_model
     mid = model.config.mtp_mask_token_id
-    prompts = prompts_of(tok, 3, seed=5)
+    prompts = _prompts(tok, 3, seed=5)
     # a tau between the tiny model's confidences, far (> 1e-4) from every confidence the reference sees,
     # so that float round-off between cached and uncached forwards cannot flip a decision
     for tau in (0.08, 0.085, 0.075, 0.09, 0.07, 0.095, 0.065, 0.1, 0.06, 0.11, 0.12):
@@ -266,7 +231,7 @@ def test_conf_adapt_batched_equals_reference(mtp_model):
 
 def test_static_k1_and_conf_adapt_tau_above_one_equal_greedy(mtp_model):
     model, tok = mtp_model
-    prompts = prompts_of(tok, 4, seed=3)
+    prompts = _prompts(tok, 4, seed=3)
     free = build_decoder("greedy", model, tok).generate(prompts, MAX_NEW, StopCriteria())
     stop = StopCriteria(eos_ids=(free[1].tokens[6], free[2].tokens[3]))  # some rows stop early: pruning
     ref = [g.tokens for g in build_decoder("greedy", model, tok).generate(prompts, MAX_NEW, stop)]
@@ -279,7 +244,7 @@ def test_static_k1_and_conf_adapt_tau_above_one_equal_greedy(mtp_model):
 
 def test_conf_adapt_tau_zero_equals_static_k_max(mtp_model):
     model, tok = mtp_model
-    prompts = prompts_of(tok, 3, seed=4)
+    prompts = _prompts(tok, 3, seed=4)
     ca = build_decoder("conf-adapt", model, tok, tau=0.0, k_max=4).generate(prompts, MAX_NEW, StopCriteria())
     st = build_decoder("static-k", model, tok, k=4).generate(prompts, MAX_NEW, StopCriteria())
     assert [g.tokens for g in ca] == [g.tokens for g in st]
@@ -288,7 +253,7 @@ def test_conf_adapt_tau_zero_equals_static_k_max(mtp_model):
 
 def test_eos_inside_a_chunk_trims_and_stops(mtp_model):
     model, tok = mtp_model
-    prompts = prompts_of(tok, 3, seed=6)
+    prompts = _prompts(tok, 3, seed=6)
     k = 4
     free = build_decoder("static-k", model, tok, k=k).generate(prompts, MAX_NEW, StopCriteria())
     # an EOS that first occurs strictly inside a chunk of row 0 (not its last token)
@@ -308,7 +273,7 @@ def test_eos_inside_a_chunk_trims_and_stops(mtp_model):
 
 def test_stop_string_inside_a_chunk(mtp_model):
     model, tok = mtp_model
-    prompts = prompts_of(tok, 2, seed=8)
+    prompts = _prompts(tok, 2, seed=8)
     free = build_decoder("static-k", model, tok, k=3).generate(prompts, MAX_NEW, StopCriteria())
     text = tok.decode(free[1].tokens[4:6])
     out = build_decoder("static-k", model, tok, k=3).generate(prompts, MAX_NEW, StopCriteria(stop_strings=(text,)))
@@ -320,7 +285,7 @@ def test_stop_string_inside_a_chunk(mtp_model):
 @pytest.mark.parametrize("option", [{"prune_finished": False}, {"pad_small_chunks": False}])
 def test_options_do_not_change_outputs(mtp_model, option):
     model, tok = mtp_model
-    prompts = prompts_of(tok, 3, seed=9)
+    prompts = _prompts(tok, 3, seed=9)
     free = build_decoder("static-k", model, tok, k=2).generate(prompts, MAX_NEW, StopCriteria())
     stop = StopCriteria(eos_ids=(free[0].tokens[5],))
     for name, params in [("static-k", {"k": 2}), ("conf-adapt", {"tau": 0.09, "k_max": 3})]:
@@ -351,3 +316,8 @@ def test_mask_id_resolution_and_errors(mtp_model):
     with pytest.raises(ValueError, match="mtp_mask_token_id"):
         build_decoder("conf-adapt", plain, plain_tok, tau=0.9, k_max=4)
     build_decoder("static-k", plain, plain_tok, k=1)  # k=1 needs no mask
+
+
+def _prompts(tok, n: int, seed: int) -> list[list[int]]:
+    """n prompts of pairwise different lengths."""
+    return random_prompts(tok, n, seed, lengths=(1, 10), distinct_lengths=True)

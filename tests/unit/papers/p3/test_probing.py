@@ -6,7 +6,6 @@ decisions, and losslessness against reference greedy for every strategy and tree
 from __future__ import annotations
 
 import itertools
-import random
 
 import pytest
 import torch
@@ -35,6 +34,7 @@ from mtp_core.papers.p3.mask_embeddings import (
     vocab_rows,
 )
 from mtp_core.papers.p3.probing import HitStats, ProbingDecoder
+from tests.conftest import PROMPT_WORDS, random_prompts
 
 # ---------------------------------------------------------------- tree builder
 
@@ -257,34 +257,6 @@ def test_no_extra_forward_and_prefill_masks(tiny_llama):
     assert len(calls) == out[0].forward_passes  # drafting costs no forward of its own
 
 
-def random_prompts(tok, n: int, seed: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    words = [
-        "the",
-        "cat",
-        "sat",
-        "on",
-        "a",
-        "mat",
-        "while",
-        "seven",
-        "dogs",
-        "ran",
-        "past",
-        "quickly",
-        "and",
-        "x",
-        "y",
-        "z",
-        "12",
-        "+",
-        "7",
-        "=",
-        "----",
-    ]
-    return [tok(" ".join(rng.choices(words, k=rng.randint(1, 12)))).input_ids for _ in range(n)]
-
-
 def early_stop_token(free) -> int:
     """A token ending row 0 after 6+ tokens and no other row before its 6th token (rows get pruned mid-batch)."""
     for t in free[0].tokens[6:]:
@@ -313,7 +285,7 @@ STRATS = [
 @pytest.mark.parametrize("batch", [1, 3])
 def test_lossless_every_strategy_and_tree(tiny_loaded, batch):
     tok, model = tiny_loaded.tokenizer, tiny_loaded.model
-    prompts = random_prompts(tok, 3, seed=batch)
+    prompts = _prompts(tok, 3, seed=batch)
     greedy = build_decoder("greedy", model, tok)
     free = greedy.generate(prompts, 20, StopCriteria())
     stop = StopCriteria(eos_ids=tiny_loaded.eos_ids + (early_stop_token(free),))  # a row stops early
@@ -407,7 +379,7 @@ def test_guard_decisions(tiny_llama):
 
 def test_guard_falls_back_to_greedy_losslessly(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
-    prompts = random_prompts(tok, 2, seed=11)
+    prompts = _prompts(tok, 2, seed=11)
     expect = [g.tokens for g in build_decoder("greedy", model, tok).generate(prompts, 24, StopCriteria())]
     dec = build_decoder(
         "probing",
@@ -428,3 +400,7 @@ def test_guard_falls_back_to_greedy_losslessly(tiny_llama):
     dec2.generate(prompts[:1], 4, StopCriteria())
     cost = dec2.describe()["guard"]["cost"]["table"]
     assert cost[1] == 1.0 and set(cost) == {1, 4, 8, 10}  # measured on the cache: greedy step, N = 0/1, 3, 4
+
+
+def _prompts(tok, n: int, seed: int) -> list[list[int]]:
+    return random_prompts(tok, n, seed, words=(*PROMPT_WORDS, "----"))

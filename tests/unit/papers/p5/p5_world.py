@@ -5,7 +5,6 @@ for drafts of every rank to be accepted, and missed)."""
 from __future__ import annotations
 
 import atexit
-import random
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from mtp_core.papers.p5.selfdistill import SelfDistillData, write_selfdistill
 from mtp_core.papers.p5.settings import HeadsTrainConfig
 from mtp_core.papers.p5.train import train_heads
 from mtp_core.train.config import TrainConfig
-from tests.conftest import tiny_spec
+from tests.conftest import random_prompts, tiny_spec
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "12", "+", "7", "=", "dog", "ran", "x", "y"]
 NEW_TOKENS = 20
@@ -34,11 +33,6 @@ class World:
     root: Path
     data: SelfDistillData
     heads: dict[str, Path]  # medusa, hydra (with a prefix layer), hydra_plain
-
-
-def prompts_of(tok, n: int, seed: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    return [tok(" ".join(rng.choices(WORDS, k=rng.randint(2, 9)))).input_ids for _ in range(n)]
 
 
 @lru_cache(maxsize=1)
@@ -73,3 +67,7 @@ def world() -> World:
         train_heads(loaded.model, data, cfg, tc, root / name, trunk_name="tiny-llama")
         heads[name] = root / name / "model"
     return World(loaded, prompts, root, data, heads)
+
+
+def prompts_of(tok, n: int, seed: int) -> list[list[int]]:
+    return random_prompts(tok, n, seed, words=WORDS, lengths=(2, 9))
