@@ -28,9 +28,9 @@ from mtp_core.config.settings import model_spec
 from mtp_core.data.pretrain import prepare_shards
 from mtp_core.data.shards import TokenShards
 from mtp_core.io import atomic_write_json
-from mtp_core.model_plan import model_dir
 from mtp_core.models.heads import load_heads
 from mtp_core.models.load import load_model
+from mtp_core.models.plan import model_dir
 from mtp_core.papers.p2.data import Windows, trunk_features, write_features
 from mtp_core.papers.p2.losses import p2_loss
 from mtp_core.papers.p2.settings import P2LossConfig

@@ -16,12 +16,13 @@ from .evaluate.tasks import is_local_task, task_dataset
 from .hub_mirror import plan as hub_mirror
 from .io import InputError
 from .leaderboard import plan as leaderboard
-from .model_plan import check as check_models
+from .models.plan import check as check_scratch_models
+from .train.finetune import check as check_finetuned_models
 
 
 def check_references(config: dict) -> None:
     """Every name used in a section is declared (`models`, `datasets`, `prompt_sets`, registered decoders, local
-    tasks' datasets), fine-tuned models build (`model_plan.check`), and every enabled paper passes its check."""
+    tasks' datasets), scratch and fine-tuned models build (`models.plan.check`, `train.finetune.check`), and every enabled paper passes its check."""
     models, datasets, prompt_sets = config["models"], config["datasets"], config["prompt_sets"]
 
     def need(kind: str, table: dict, name: str, key: str) -> None:
@@ -62,7 +63,8 @@ def check_references(config: dict) -> None:
         check_sources(config)  # local data files and folders: their loaders' row check on the first record
     except SourceError as e:
         raise ConfigError(str(e)) from None
-    check_models(config)  # fine-tuned models: base, dataset, training settings
+    check_scratch_models(config)  # scratch models: their tokenizers
+    check_finetuned_models(config)  # fine-tuned models: base, dataset, training settings
     papers = registry.papers()
     for name, section in (config.get("papers") or {}).items():
         if (section or {}).get("enabled") and name not in papers:

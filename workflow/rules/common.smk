@@ -4,7 +4,8 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from mtp_core import model_plan
+from mtp_core.models import plan as model_plan
+from mtp_core.train import finetune
 from mtp_core.config import registry
 from mtp_core.leaderboard.plan import targets as leaderboard_targets
 from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec, validate_schema

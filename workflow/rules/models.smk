@@ -22,7 +22,7 @@ rule prepare_model:
         "../scripts/prepare_model.py"
 
 
-# Fine-tuned models (`source: finetuned`, mtp_core.model_plan): the base model trained on a dataset's train split
+# Fine-tuned models (`source: finetuned`, mtp_core.models.plan and mtp_core.train.finetune): the base model trained on a dataset's train split
 # through the submitit launcher (method sft), like paper 1's trainings: a local rule that submits and waits;
 # checkpoints/ and train.json.job.json must survive a killed rule, so only the record and the model are outputs.
 rule finetune_model:
@@ -32,7 +32,7 @@ rule finetune_model:
         record=model_plan.finetune_record("{model}"),
         model=directory(f"{RESULTS}/models/finetuned/{{model}}/model"),
     params:
-        settings=lambda wc: shell_json(model_plan.finetune_settings(config, wc.model)),
+        settings=lambda wc: shell_json(finetune.finetune_settings(config, wc.model)),
         run_dir=lambda wc: model_plan.finetune_run_dir(wc.model),
         python=PYTHON,
     wildcard_constraints:

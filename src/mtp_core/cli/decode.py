@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import model_plan
 from ..config.settings import model_spec
 from ..io import InputError
+from ..models.plan import model_dir
 from ..validation import load_config
 
 
@@ -61,7 +61,7 @@ def load_named_model(config: dict, name: str, results: Path, checkpoint: str | N
     if checkpoint is not None and not (Path(checkpoint) / "config.json").is_file():
         raise InputError(f"--checkpoint {checkpoint}: not an HF checkpoint directory (no config.json)")
     base_dir = None
-    prepared = model_plan.model_dir(config, name, str(results))
+    prepared = model_dir(config, name, str(results))
     if checkpoint is None and prepared is not None:
         base_dir = Path(prepared)
         if not (base_dir / "config.json").is_file():

@@ -23,7 +23,7 @@ from ..config.registry import LeaderboardEntry
 from ..config.settings import ConfigError
 from ..decoding.catalog import check_decoder
 from ..io import InputError
-from ..model_plan import model_dir
+from ..models.plan import model_dir
 
 RESULTS = "results"
 REFERENCE = "greedy"

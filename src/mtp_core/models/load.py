@@ -310,7 +310,7 @@ def load_model(
 ) -> LoadedModel:
     """Load a declared model.
 
-    `base_dir` is the prepared checkpoint of a gguf/tiny/finetuned model (`mtp_core.model_plan.model_dir`); `checkpoint`
+    `base_dir` is the prepared checkpoint of a gguf/tiny/finetuned model (`mtp_core.models.plan.model_dir`); `checkpoint`
     overrides the location entirely (a trained student saved in HF format). `random_weights` (a seed): the weights
     are not read, the location's config gets its architecture's initialisation under that seed, for measurements
     that depend on the shapes alone (step prices, paper 4's random-prompt speed); the folder then needs only

@@ -37,6 +37,6 @@ class SFTConfig:
         return cls(**section_keys(cls, d, "sft"))
 
 
-# settings (`source: finetuned` models; `model_plan.finetune_settings`): those of `check_model_data_train` and `sft`
+# settings (`source: finetuned` models; `train.finetune.finetune_settings`): those of `check_model_data_train` and `sft`
 SETTINGS = MethodSettings("sft", "sft", SFTConfig.from_dict)
 launch_check = SETTINGS.check

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, dataset_on_bad_row, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
-from ...model_plan import model_dir, with_base_stamp
+from ...models.plan import model_dir
 from ...models.runs import FILE_NAME, RunPlan, merged_run, paper_section
 from ...models.runs import launcher_settings as run_launcher
 from ...results.write import figure_files, table_files
+from ...train.finetune import with_base_stamp
 
 RESULTS = "results"
 STEP_SEP = "@step"
@@ -66,7 +67,7 @@ def run_dir(run: str) -> str:
 def run_settings(config: dict, run: str) -> dict:
     """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`settings.launch_check`): the
     model spec, its checkpoint dir (gguf/tiny/finetuned) or None, the train rows, `train`, `p1` (the method), and
-    `base_stamp` for a fine-tuned model (`model_plan.with_base_stamp`)."""
+    `base_stamp` for a fine-tuned model (`train.finetune.with_base_stamp`)."""
     plan = run_plan(config, run)
     spec = model_spec(config, plan.model)
     return with_base_stamp(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...config.settings import model_spec
-from ...model_plan import model_dir
+from ...models.plan import model_dir
 from ...results.write import figure_files, table_files
 from .plan import (
     REFERENCE,

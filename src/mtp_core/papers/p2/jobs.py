@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from ...bench.prompt_sets import load_rule_model
 from ...data.prompts import first_per_category
 from ...io import read_jsonl
-from ...model_plan import model_dir
 from ...models.load import LoadedModel
+from ...models.plan import model_dir
 from . import plan
 
 

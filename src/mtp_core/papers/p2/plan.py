@@ -38,10 +38,11 @@ from typing import Any
 
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, deep_merge, model_spec
-from ...model_plan import model_dir, with_base_stamp
+from ...models.plan import model_dir
 from ...models.runs import RunPlan as CoreRunPlan
 from ...models.runs import launcher_settings as run_launcher
 from ...models.runs import merged_run, paper_section, run_entry
+from ...train.finetune import with_base_stamp
 
 RESULTS = "results"
 REFERENCE = "greedy"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...config.settings import LAYER_MODEL_TYPES, ConfigError
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS
-from ...model_plan import declared_layers
+from ...models.plan import declared_layers
 from ...models.runs import FILE_NAME
 from .epochs import resolve_train
 from .plan import (
@@ -30,7 +30,7 @@ def check(config: dict) -> None:
     """Cross-references and settings the schema cannot express; raises ConfigError naming the key.
 
     Runs: safe names distinct from models, declared models (an architecture `mtp_core.decoding.layers` supports, with more
-    layers than E + D where the config knows the count: `model_plan.declared_layers`; otherwise the training checks
+    layers than E + D where the config knows the count: `models.plan.declared_layers`; otherwise the training checks
     it before its first step) and datasets, merged `method` / `train` / `launcher` build, one run length
     (`train.max_steps` or `method.epochs`) no shorter than its warm-up (`epochs`; an epoch-based length is checked by
     the job once it has counted its rows). Tables, figures, speed and leaderboard name declared runs; a quality

@@ -21,7 +21,7 @@ CORE_METHODS = (
         "sft",
         "mtp_core.train.sft:launch_entry",
         "mtp_core.train.sft_settings:launch_check",
-        "mtp_core.model_plan:finetune_from_config",
+        "mtp_core.train.finetune:finetune_from_config",
     ),
 )
 # the settings every training of a declared model on (query, response) rows has (`check_model_data_train`)
@@ -94,7 +94,7 @@ def check_model_data_train(settings: dict, extra_keys: Sequence[str], what: str)
     """The settings every training of a declared model on rows has (`MODEL_DATA_KEYS`) plus `extra_keys`:
     `model` (a model spec as in `models:`, with `name`), `base_dir` (its prepared checkpoint, for
     gguf/tiny/finetuned sources), `base_stamp` (for a fine-tuned base: what trained it, so a retrained base
-    supersedes old state; `model_plan.base_stamp`), `data` (train JSONL with query/response), `train`
+    supersedes old state; `train.finetune.base_stamp`), `data` (train JSONL with query/response), `train`
     (TrainConfig keys), `on_bad_row`. Paths come back absolute."""
     out = check_settings(
         settings, (*MODEL_DATA_KEYS, *extra_keys), ("model", "data", "train"), ("data", "base_dir"), what

@@ -1,5 +1,5 @@
 """Fine-tuned models (`source: finetuned`): response-only SFT data and loss, the method through the launcher,
-and the config checks of `mtp_core.model_plan`."""
+and the config checks of `mtp_core.models.plan` and `mtp_core.train.finetune`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mtp_core import model_plan
 from mtp_core.config.settings import ConfigError
 from mtp_core.data.rows import render_example, render_prompt
+from mtp_core.models import plan as model_plan
 from mtp_core.models.load import tiny_model, tiny_tokenizer
-from mtp_core.train import MicroBatchSpec, TrainConfig, train
+from mtp_core.train import MicroBatchSpec, TrainConfig, finetune, train
 from mtp_core.train.launch import launch
 from mtp_core.train.sft import IGNORE, SFTBatches, SFTStep, encode_rows, pack_rows, sft_loss
 from mtp_core.train.sft_settings import SFTConfig
@@ -183,12 +183,12 @@ def test_model_plan_paths_and_settings(tmp_path):
     assert model_plan.model_dir(config, "tiny-qwen3-math") == "results/models/finetuned/tiny-qwen3-math/model"
     assert model_plan.model_dir(config, "tiny-qwen3") == "results/models/base/tiny-qwen3"
     assert model_plan.finetuned_models(config) == ["tiny-qwen3-math"]
-    s = model_plan.finetune_settings(config, "tiny-qwen3-math")
+    s = finetune.finetune_settings(config, "tiny-qwen3-math")
     assert s["model"]["name"] == "tiny-qwen3" and s["base_dir"] == "results/models/base/tiny-qwen3"
     assert s["data"] == "results/data/math/train.jsonl" and s["train"]["threads"] == config["threads"]
     assert s["sft"]["max_tokens"] == 128 and "base_stamp" not in s  # its base is not fine-tuned
     with pytest.raises(ValueError, match="not a fine-tuned model"):
-        model_plan.finetune_settings(config, "tiny-qwen3")
+        finetune.finetune_settings(config, "tiny-qwen3")
 
 
 def test_retraining_a_finetuned_base_changes_the_stamp_of_what_trains_from_it():
@@ -201,13 +201,13 @@ def test_retraining_a_finetuned_base_changes_the_stamp_of_what_trains_from_it():
         **copy.deepcopy(config["models"]["tiny-qwen3-math"]),
         "base": "tiny-qwen3-math",
     }
-    run0, sft0 = p1_plan.run_settings(config, "main"), model_plan.finetune_settings(config, "tiny-qwen3-math2")
-    assert run0["base_stamp"] == sft0["base_stamp"] == model_plan.base_stamp(config, "tiny-qwen3-math")
+    run0, sft0 = p1_plan.run_settings(config, "main"), finetune.finetune_settings(config, "tiny-qwen3-math2")
+    assert run0["base_stamp"] == sft0["base_stamp"] == finetune.base_stamp(config, "tiny-qwen3-math")
     config["threads"] = 7
     assert p1_plan.run_settings(config, "main")["base_stamp"] == run0["base_stamp"]
     config["models"]["tiny-qwen3-math"]["train"]["lr"] = 5e-4
     assert p1_plan.run_settings(config, "main")["base_stamp"] != run0["base_stamp"]
-    assert model_plan.finetune_settings(config, "tiny-qwen3-math2")["base_stamp"] != sft0["base_stamp"]
+    assert finetune.finetune_settings(config, "tiny-qwen3-math2")["base_stamp"] != sft0["base_stamp"]
 
 
 @pytest.mark.parametrize(

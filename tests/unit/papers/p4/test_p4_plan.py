@@ -250,7 +250,7 @@ def test_leaderboard_rows(tiny):
 
 
 def test_declared_layers_without_loading_weights(tiny, embedded, tmp_path):
-    from mtp_core.model_plan import declared_layers
+    from mtp_core.models.plan import declared_layers
 
     assert declared_layers(tiny, "tiny-qwen3-math") == ("qwen3", 2)  # a fine-tuned model: its base's spec
     assert declared_layers(embedded, "smollm2-135m", results=str(tmp_path)) is None  # not converted yet: unknown
