@@ -11,4 +11,14 @@ from mtp_core.io import log_to_file, read_jsonl
 
 smk = snakemake
 log_to_file(smk.log[0])
-decode_rule_job(smk, list(read_jsonl(smk.input.prompts)), prompt_set=smk.wildcards.prompt_set)
+decode_rule_job(
+    smk.config,
+    smk.wildcards.model,
+    smk.input.get("model") or None,
+    list(read_jsonl(smk.input.prompts)),
+    decoders=smk.params.decoders,
+    outputs=smk.output.results,
+    prompt_set=smk.wildcards.prompt_set,
+    settings=smk.params.settings,
+    bench=smk.params.bench,
+)

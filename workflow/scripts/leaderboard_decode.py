@@ -16,4 +16,15 @@ from mtp_core.io import log_to_file, read_jsonl
 
 smk = snakemake
 log_to_file(smk.log[0])
-leaderboard_rule_job(smk, first_per_category(list(read_jsonl(smk.input.prompts)), smk.params.n))
+leaderboard_rule_job(
+    smk.config,
+    first_per_category(list(read_jsonl(smk.input.prompts)), smk.params.n),
+    model=smk.params.model,
+    model_dir=smk.input.get("model") or None,
+    job_rows=smk.params.rows,
+    outputs=smk.output.results,
+    prompt_set=smk.wildcards.prompt_set,
+    max_new_tokens=smk.params.max_new_tokens,
+    batch_size=smk.params.batch_size,
+    bench=smk.params.bench,
+)

@@ -17,4 +17,16 @@ from mtp_core.io import log_to_file, read_jsonl
 smk = snakemake
 log_to_file(smk.log[0])
 rows = first_per_category(list(read_jsonl(smk.input.prompts)), smk.params.per_category)
-decode_rule_job(smk, rows, prompt_set=smk.params.prompt_set, paper="p3", run=smk.wildcards.model)
+decode_rule_job(
+    smk.config,
+    smk.wildcards.model,
+    smk.input.get("model") or None,
+    rows,
+    decoders=smk.params.decoders,
+    outputs=smk.output.results,
+    prompt_set=smk.params.prompt_set,
+    settings=smk.params.settings,
+    bench=smk.params.bench,
+    paper="p3",
+    run=smk.wildcards.model,
+)

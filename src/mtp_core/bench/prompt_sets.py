@@ -137,24 +137,35 @@ def decode_prompt_set(
     return summary
 
 
-def decode_rule_job(smk: Any, rows: Sequence[dict], prompt_set: str, **extra: Any) -> dict[str, Any]:
-    """The body of a decoding rule (`decode_prompts`, `p3_decode`): load the rule's model (wildcard `model`,
-    prepared checkpoint `input.model` when there is one) and run `decode_prompt_set` with the rule's
-    `params.decoders`, `params.settings`, `params.bench` and `output.results`; `extra`: `paper`, `run`."""
-    loaded = load_rule_model(smk.config, smk.wildcards.model, smk.input.get("model") or None)
-    bench = smk.params.bench
+def decode_rule_job(
+    config: dict,
+    model: str,
+    model_dir: str | None,
+    rows: Sequence[dict],
+    *,
+    decoders: Mapping[str, dict],
+    outputs: Sequence[str],
+    prompt_set: str,
+    settings: Mapping[str, Any],
+    bench: Mapping[str, Any],
+    **extra: Any,
+) -> dict[str, Any]:
+    """The body of a decoding rule (`decode_prompts`, `p3_decode`): declared model `model` (from `model_dir`, its
+    prepared checkpoint, when it has one) runs `decode_prompt_set` with the rule's decoders, `settings`
+    ({max_new_tokens, batch_size}), `bench` ({warmup, repeats, threads}) and one output per decoder; `extra`:
+    `paper`, `run`."""
     return decode_prompt_set(
-        loaded,
+        load_rule_model(config, model, model_dir),
         rows,
-        decoders=dict(smk.params.decoders),
-        outputs=list(smk.output.results),
+        decoders=dict(decoders),
+        outputs=list(outputs),
         prompt_set=prompt_set,
-        scale=smk.config["scale"],
-        config_hash=config_hash(smk.config),
+        scale=config["scale"],
+        config_hash=config_hash(config),
         threads=bench["threads"],
         warmup=bench["warmup"],
         repeats=bench["repeats"],
-        **smk.params.settings,
+        **settings,
         **extra,
     )
 
@@ -172,37 +183,47 @@ def load_rule_model(config: dict, name: str, base_dir: str | None, checkpoint: s
     )
 
 
-def leaderboard_rule_job(smk: Any, rows: Sequence[dict]) -> dict[str, Any]:
-    """The body of `leaderboard_decode`: the leaderboard model (`input.model`) and every trained checkpoint a row
-    runs on (loaded once each), all rows side by side on `rows` (`params.rows`: `leaderboard.plan.job_rows`), with the
-    modeled speedup, one result file per row (`output.results`, in row order)."""
-    config, base = smk.config, smk.params.model
-    loaded = load_rule_model(config, base, smk.input.get("model") or None)
+def leaderboard_rule_job(
+    config: dict,
+    rows: Sequence[dict],
+    *,
+    model: str,
+    model_dir: str | None,
+    job_rows: Sequence[Mapping[str, Any]],
+    outputs: Sequence[str],
+    prompt_set: str,
+    max_new_tokens: int,
+    batch_size: int,
+    bench: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The body of `leaderboard_decode`: the leaderboard model `model` (from `model_dir`) and every trained
+    checkpoint a row runs on (loaded once each), all `job_rows` (`leaderboard.plan.job_rows`) side by side on the
+    prompts `rows`, with the modeled speedup, one result file per row (`outputs`, in row order)."""
+    loaded = load_rule_model(config, model, model_dir)
     by_checkpoint: dict[str, LoadedModel] = {}
     models: dict[str, LoadedModel] = {}
-    for r in smk.params.rows:
+    for r in job_rows:
         if r["checkpoint"]:
             if r["checkpoint"] not in by_checkpoint:
                 by_checkpoint[r["checkpoint"]] = load_rule_model(config, r["model"], None, r["checkpoint"])
             models[r["label"]] = by_checkpoint[r["checkpoint"]]
-    bench = smk.params.bench
     return decode_prompt_set(
         loaded,
         rows,
-        decoders={r["label"]: row_params(r) for r in smk.params.rows},
-        outputs=list(smk.output.results),
-        prompt_set=smk.wildcards.prompt_set,
+        decoders={r["label"]: row_params(r) for r in job_rows},
+        outputs=list(outputs),
+        prompt_set=prompt_set,
         scale=config["scale"],
         config_hash=config_hash(config),
-        max_new_tokens=smk.params.max_new_tokens,
-        batch_size=smk.params.batch_size,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
         threads=bench["threads"],
         warmup=bench["warmup"],
         repeats=bench["repeats"],
         paper="leaderboard",
-        run=base,
+        run=model,
         models=models,
-        papers={r["label"]: r["paper"] for r in smk.params.rows},
+        papers={r["label"]: r["paper"] for r in job_rows},
         modeled=True,
     )
 
