@@ -1,13 +1,12 @@
 """`mtp-repro` (or `python -m mtp_core.cli`): the project's command line, the top layer of the core.
 
-Subcommands: `bench` (decoders side by side, the bench protocol), `generate` (one generation step by step),
-`train` (a training through the submitit launcher: what every training rule runs), and those each paper registers
+Subcommands: `bench` (decoders side by side, the bench protocol), `generate` (one generation step by step), `train`
+(a training through the submitit launcher: what every training rule runs), and those each paper registers
 (`Paper.commands` in `config.registry`; paper 5's `tree-search` and `import-heads`: its tree search, throughput
 frontier and scheduler bank for given heads on any prompt file, and published heads in the format it reads). The
-command line imports no paper module but those. Bad input (a file and its row,
-a config key, an unknown decoder, model or parameter) is printed as one line, `mtp-repro <command>: error: ...`,
-with exit status 2; a failed training job exits 1 with its job's error (module docstring of
-`mtp_core.train.launch`).
+command line imports no paper module but those. Bad input (a file and its row, a config key, an unknown decoder,
+model or parameter) is printed as one line, `mtp-repro <command>: error: ...`, with exit status 2; a failed training
+job exits 1 with its job's error (module docstring of `mtp_core.train.launch`).
 """
 
 from __future__ import annotations

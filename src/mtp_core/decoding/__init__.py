@@ -25,11 +25,11 @@ _WHERE = {
     "LookaheadDecoder": "lookahead",
     "PathDraftDecoder": "ngram",
     "StandDecoder": "stand",
-    "Draft": "tree.state",
-    "TreeContext": "tree.state",
-    "TreeDecoder": "tree.verify",
-    "TreeState": "tree.state",
-    "verify_tree": "tree.verify",
+    "Draft": "tree",
+    "TreeContext": "tree",
+    "TreeDecoder": "tree",
+    "TreeState": "tree",
+    "verify_tree": "tree",
 }
 __all__ = sorted(_WHERE)
 __getattr__ = lazy_exports(__name__, _WHERE)
