@@ -27,7 +27,6 @@ import dataclasses
 import datetime
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from mtp_core.io import atomic_write_json  # noqa: E402
 from mtp_core.models.load import load_model, tiny_tokenizer  # noqa: E402
 from mtp_core.papers.p4.settings import DMTDSpec  # noqa: E402
 from mtp_core.papers.p4.speed import measure_layer_costs, random_prompts  # noqa: E402
+from mtp_core.results.page import git_commit  # noqa: E402
 from mtp_core.results.write import versions  # noqa: E402
 
 # the papers' models (papers 2 and 5: Vicuna-7B; paper 4: Qwen3-4B; the embedded scale: SmolLM2-135M)
@@ -91,13 +91,6 @@ def bandwidth(device: torch.device) -> float:
     dst.copy_(src)
     times = sorted(timed_call(lambda: dst.copy_(src), device) for _ in range(5))
     return 2 * src.numel() * src.element_size() / times[2]
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
 
 
 def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, where: dict, start: float) -> Path:
@@ -194,7 +187,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "benchmarks/results"))
     ap.add_argument("--commit", default=None, help="the code's commit (default: this checkout's HEAD)")
     args = ap.parse_args()
-    args.commit = args.commit or git_commit()
+    args.commit = args.commit or git_commit(REPO)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     start = time.perf_counter()

@@ -68,6 +68,8 @@ def test_bad_config_stops_before_any_job(tiny_run, tmp_path):
 def test_dry_run(config, dry_run):
     out = dry_run(config, "all")
     assert "decoding_table" in out and "evaluation_table" in out
+    # run from another directory, Snakemake still reads the workflow profile beside the Snakefile (greedy selector)
+    assert f"Using workflow specific profile {REPO / 'profiles/default'}" in out
 
 
 def test_lint_is_clean_except_conda():

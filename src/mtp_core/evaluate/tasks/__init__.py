@@ -6,7 +6,9 @@ beside it the helper modules its `!function`s name (lm-eval loads them by file p
 other task name is an lm-eval built-in (e.g. `gsm8k_cot` at paper scale) and passes through. A local task may
 take a built-in's name (`coqa`, whose stock helpers cannot import under transformers 5): its task manager sees
 only the local YAML. A built-in's task manager indexes only the folder of lm-eval's tasks that declares it
-(`builtin_task_folder`): lm-eval's whole index parses ~14,000 YAML files, about 14 s in every evaluation.
+(`builtin_task_folder`): lm-eval's whole index parses ~14,000 YAML files, about 14 s in every evaluation. Which
+folder declares a name comes from one text scan of those files, kept in the user's cache directory
+(`builtin_task_index`).
 
 Task -> data: `synthetic_math_cot` reads the test split (`results/data/<dataset>/test.jsonl`) of the first
 dataset of kind `synthetic_math` declared in the config (`task_dataset`).
@@ -15,14 +17,19 @@ dataset of kind `synthetic_math` declared in the config (`task_dataset`).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...io import read_jsonl, require_text_fields
+from ...config.settings import cache_dir
+from ...io import atomic_write_json, read_jsonl, require_text_fields
+
+log = logging.getLogger(__name__)
 
 TEMPLATE_DIR = Path(__file__).parent
 DATA_PLACEHOLDER = "__TEST_JSONL__"
@@ -124,12 +131,44 @@ def task_manager_for(task: str, test_path: str | os.PathLike | None = None, out_
 
 @functools.cache
 def builtin_task_folder(task: str) -> Path | None:
-    """The folder of lm-eval's own tasks whose YAML files declare `task: <task>` or `group: <task>` (a text scan,
-    ~1 s); None when none does or several folders do (the caller then indexes every built-in task). The tasks a
-    group lists live beside its YAML (tests/unit/core/evaluate/test_hub_tasks.py checks the configs' built-ins)."""
+    """The folder of lm-eval's own tasks whose YAML files declare `task: <task>` or `group: <task>`
+    (`builtin_task_index`); None when none does or several folders do (the caller then indexes every built-in task).
+    The tasks a group lists live beside its YAML (tests/unit/core/evaluate/test_hub_tasks.py checks the configs'
+    built-ins)."""
     import lm_eval.tasks
 
-    declares = re.compile(rf"^(?:task|group):\s*['\"]?{re.escape(task)}['\"]?\s*$", re.M)
+    folders = builtin_task_index().get(task, [])
+    return Path(lm_eval.tasks.__file__).parent / folders[0] if len(folders) == 1 else None
+
+
+_DECLARES = re.compile(r"^(?:task|group):\s*['\"]?(.+?)['\"]?\s*$", re.M)
+
+
+def builtin_task_index() -> dict[str, list[str]]:
+    """Every name a YAML file of lm-eval's own tasks declares at its top level (`task: <name>` or `group: <name>`)
+    -> the folders (relative to `lm_eval/tasks`) that declare it. One text scan of the ~14,000 files (about 3 s of
+    CPU) is kept in the user's cache directory under a stamp of the installed files (path, size, mtime), so that an
+    evaluation job reads a JSON file instead, and an edited or upgraded lm-eval makes a new one."""
+    import lm_eval.tasks
+
     root = Path(lm_eval.tasks.__file__).parent
-    folders = {p.parent for p in root.rglob("*.yaml") if declares.search(p.read_text(errors="replace"))}
-    return folders.pop() if len(folders) == 1 else None
+    files = sorted(root.rglob("*.yaml"))
+    digest = hashlib.sha256(str(root).encode())
+    for path in files:
+        st = path.stat()
+        digest.update(f"\0{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    cached = cache_dir() / f"lm-eval-tasks-{digest.hexdigest()[:20]}.json"
+    try:
+        return json.loads(cached.read_text())
+    except (OSError, ValueError):
+        pass
+    index: dict[str, set[str]] = {}
+    for path in files:
+        for name in _DECLARES.findall(path.read_text(errors="replace")):
+            index.setdefault(name, set()).add(str(path.parent.relative_to(root)))
+    out = {name: sorted(folders) for name, folders in index.items()}
+    try:
+        atomic_write_json(cached, out)
+    except OSError as e:  # a read-only home: the next evaluation scans again
+        log.warning("lm-eval task index not cached at %s: %s", cached, e)
+    return out

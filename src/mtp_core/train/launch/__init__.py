@@ -61,7 +61,10 @@ The loop keeps the global batch: each process runs `global / (micro x world)` mi
 global index, so the data of a step and the update do not depend on the process count.
 
 **Failure.** A failed job makes the launcher exit 1 after printing, on stderr (the rule's log), the job id,
-state, the submitit log paths and the job's traceback (or the tail of its error log).
+state, the submitit log paths and the job's traceback (or the tail of its error log). When one task of several
+fails, the launcher raises that task's error, the cause, and cancels the others as soon as its error result is
+written (`submit.wait`): they would fail on the broken collective (gloo), or wait in it until the process group's
+30-min timeout (NCCL; srun lets them).
 
 Methods (`methods.py`): a name -> a `module:function` entry run in the job, a settings check run before
 submitting, and optionally a resolver of (config, run name) -> settings: the core's `sft` and every registered

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -100,6 +101,32 @@ def task_jobs(job: Any) -> list[Any]:
 
 def _results_present(job: Any) -> bool:
     return all(j.paths.result_pickle.exists() for j in task_jobs(job))
+
+
+def _failed_task(job: Any) -> Any | None:
+    """The first task of a job of several that has written an error result, else None. Its error is the job's
+    cause: its peers then fail on the broken collective (gloo) or wait in it until the process group's timeout,
+    30 min (NCCL)."""
+    from submitit.core import utils
+
+    tasks = task_jobs(job)
+    for j in tasks if len(tasks) > 1 else ():
+        if j.paths.result_pickle.exists():
+            with contextlib.suppress(Exception):
+                if utils.pickle_load(j.paths.result_pickle)[0] == "error":
+                    return j
+    return None
+
+
+def cancel(job: Any, info: dict) -> None:
+    """Stop every task of a job: scancel on Slurm (srun lets the other tasks run on when one fails); on this
+    machine, SIGINT to the local controller, which kills its tasks (also for a re-attached job, whose controller
+    this launcher did not start)."""
+    with contextlib.suppress(Exception):
+        if info["cluster"] == "slurm":
+            job.cancel(check=False)
+        elif info["cluster"] == "local" and _local_controller_alive(str(job.job_id), info["folder"]):
+            os.kill(int(job.job_id), signal.SIGINT)
 
 
 def _outcome(job: Any) -> str:
@@ -280,7 +307,8 @@ def _last_step(run_dir: Path) -> str:
 
 
 def wait(job: Any, info: dict, cfg: LauncherConfig, paths: Paths, max_steps: int | None) -> str:
-    """Block until every task's result is there or the job is over; returns the last state seen."""
+    """Block until every task's result is there or the job is over; returns the last state seen. A task that
+    fails ends the wait at once: the other tasks are cancelled and its error is raised."""
     if info["cluster"] == "debug":
         return "DEBUG"
     start = last_poll = last_progress = time.monotonic()
@@ -290,6 +318,11 @@ def wait(job: Any, info: dict, cfg: LauncherConfig, paths: Paths, max_steps: int
     while True:
         if _results_present(job):
             return state
+        failed = _failed_task(job)
+        if failed is not None:  # its error is the job's: stop the others now, raise it (with its traceback)
+            say(f"job {job.job_id}: task {failed.task_id} failed; cancelling the other tasks")
+            cancel(job, info)
+            failed.result()
         now = time.monotonic()
         if now - last_poll >= cfg.poll_s or info["cluster"] == "local":
             state = job_state(job, info)

@@ -82,6 +82,7 @@ SIZE_KEYS = {
     "budgets",
     "loops",
     "runs",
+    "prompt_sets",
     "tasks",
     "methods",
     "models",

@@ -169,6 +169,32 @@ def test_failing_trainer_gives_traceback_and_log_path_and_no_output(tmp_path, ca
     assert "new submission" in capsys.readouterr().err and len(_job(out)["submissions"]) == 2
 
 
+def test_a_failed_rank_stops_its_peers_at_once(tmp_path):
+    """Rank 1 of 2 local tasks fails at step 3 while rank 0 waits for it in the step's all-reduce: the launcher
+    raises rank 1's own error (not rank 0's "connection closed by peer", which gloo gives once rank 1's process is
+    gone, and which task 0's result would report first), and rank 0 is stopped rather than left waiting (NCCL
+    would wait until the process group's timeout)."""
+    out = tmp_path / "run" / "train.json"
+    launcher = {"cluster": "local", "tasks_per_node": 2, "strategy": "ddp", **FAST}
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=r"failing on purpose at step 3 \(rank 1\)"):
+        launch(out, TOY, toy(fail_at_step=3, fail_on_rank=1), launcher)
+    assert time.monotonic() - t0 < 120 and not out.exists()
+    job_id = _job(out)["job_id"]
+    deadline = time.monotonic() + 30
+    while _alive(int(job_id)) and time.monotonic() < deadline:  # the controller kills its tasks, then exits
+        time.sleep(0.2)
+    assert not _alive(int(job_id))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_debug_cluster_runs_in_process(tmp_path, capsys):
     out = tmp_path / "run" / "train.json"
     res = launch(out, TOY, toy(), {"cluster": "debug"})
