@@ -22,11 +22,12 @@ include: "workflow/rules/hub_mirror.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/decode.smk"
-include: "workflow/rules/p1.smk"
-include: "workflow/rules/p2.smk"
-include: "workflow/rules/p3.smk"
-include: "workflow/rules/p4.smk"
-include: "workflow/rules/p5.smk"
+# each enabled paper's rules (mtp_core.config.registry: a paper named pN has its rules in workflow/rules/pN.smk)
+for _paper in enabled_papers():
+
+    include: f"workflow/rules/{_paper.name}.smk"
+
+
 include: "workflow/rules/leaderboard.smk"
 include: "workflow/rules/report.smk"
 

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p3 import plan as p3_plan
+from mtp_core.papers.p3.plan import P3Plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
@@ -28,7 +28,7 @@ def p3_run(tiny_run):
 def test_dry_run_of_every_p3_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
     counts = job_counts(dry_run("config/tiny.yaml", "papers"))
-    assert counts["p3_decode"] == len(p3_plan.decode_jobs(cfg)) == 8
+    assert counts["p3_decode"] == len(P3Plan(cfg).decode_jobs()) == 8
     assert counts["p3_table"] == 4 and counts["p3_category_figure"] == 2
     assert counts["p3_alignment"] == 1 and counts["p3_alignment_figure"] == 1
 
@@ -66,7 +66,7 @@ def test_fig2_analysis(p3_run):
 def test_dry_run_dag_other_scales(config, dry_run):
     cfg = load_config(REPO / config)
     counts = job_counts(dry_run(config, "papers"))
-    jobs = p3_plan.decode_jobs(cfg)
+    jobs = P3Plan(cfg).decode_jobs()
     assert counts["p3_decode"] == len(jobs)
     assert counts["p3_table"] == 4
 

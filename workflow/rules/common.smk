@@ -6,7 +6,7 @@ from snakemake.exceptions import WorkflowError
 
 from mtp_core.models import plan as model_plan
 from mtp_core.train import finetune
-from mtp_core.config import registry
+from mtp_core.config import layout, registry
 from mtp_core.leaderboard.plan import targets as leaderboard_targets
 from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec, validate_schema
 from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
@@ -28,7 +28,7 @@ except ConfigError as e:
 SCALE = config["scale"]
 PYTHON = sys.executable  # the interpreter running Snakemake (the project's venv), for shell rules
 CONFIG_HASH = config_hash(config)
-RESULTS = "results"
+RESULTS = layout.RESULTS
 LOGS = f"{RESULTS}/logs"
 
 
@@ -40,6 +40,21 @@ def training_threads(launcher_settings):
     return lambda wildcards: (
         1 if LauncherConfig.from_dict(launcher_settings(wildcards)).cluster == "slurm" else config["threads"]
     )
+
+
+def enabled_papers():
+    return registry.enabled_papers(config)
+
+
+def paper_plan(name):
+    """The plan of enabled paper `name` over this config (its `mtp_core.config.plan.PaperPlan`), which its rule
+    file reads."""
+    return registry.papers()[name].plan(config)
+
+
+def with_wildcards(function):
+    """A rule's input or params function calling `function` with the job's wildcards as keyword arguments."""
+    return lambda wildcards: function(**dict(wildcards.items()))
 
 
 def shell_json(obj):
@@ -95,26 +110,22 @@ def dataset_on_bad_row(name):
     return on_bad_row_of(config, name)
 
 
-def math_split(name, split):
-    return f"{RESULTS}/data/{name}/{split}.jsonl"
+math_split = layout.data_split
+prompt_file = layout.prompts
 
 
 def shard_index(name):
-    return f"{RESULTS}/data/{name}/shards/index.json"
-
-
-def prompt_file(name):
-    return f"{RESULTS}/prompts/{name}.jsonl"
+    return f"{layout.data_dir(name)}/shards/index.json"
 
 
 def decode_result(model, task, decoder):
-    """Result JSON of a foundation lm-eval run: results/decode/base/<model>/<task>/<decoder>.json"""
-    return f"{RESULTS}/decode/base/{model}/{task}/{decoder}.json"
+    """Result JSON of a foundation lm-eval run."""
+    return layout.decode_result("base", model, task, decoder)
 
 
 def decode_prompts_result(model, prompt_set, decoder):
-    """Result JSON of a foundation prompt-set run: results/decode/base/<model>/prompts-<set>/<decoder>.json"""
-    return f"{RESULTS}/decode/base/{model}/prompts-{prompt_set}/{decoder}.json"
+    """Result JSON of a foundation prompt-set run."""
+    return layout.decode_result("base", model, layout.prompts_task(prompt_set), decoder)
 
 
 def decode_prompts_results():
@@ -151,11 +162,11 @@ def all_targets():
     """Every table and figure of the `all` target: the foundation's, every enabled paper's (`mtp_core.config.registry`), and
     the leaderboard's."""
     targets = [
-        f"{RESULTS}/tables/base/decoding.csv",
-        f"{RESULTS}/tables/base/evaluation.csv",
-        f"{RESULTS}/figures/base/decoding_speed.png",
+        layout.table_files("base", "decoding")[0],
+        layout.table_files("base", "evaluation")[0],
+        layout.figure_files("base", "decoding_speed")[0],
     ]
-    targets += [f"{RESULTS}/data/{n}/split_report.json" for n in datasets_of_kind("synthetic_math", "metamathqa")]
+    targets += [f"{layout.data_dir(n)}/split_report.json" for n in datasets_of_kind("synthetic_math", "metamathqa")]
     targets += [shard_index(n) for n in datasets_of_kind("pretrain_text")]
     for paper in registry.enabled_papers(config):
         targets += paper.targets(config)

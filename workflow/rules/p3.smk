@@ -1,29 +1,29 @@
 # Paper 3: training-free multi-token prediction by embedding-space probing.
 # Decoding jobs (one per model and method: greedy and the method at every block complexity a table or figure
 # needs, side by side with the bench protocol), the hidden-state alignment analysis of Figure 2, Tables 1-2, the
-# pruning ablation and Figures 2, 4 and 5. Every name comes from `mtp_core.papers.p3.plan` through the helpers
-# in p3_helpers.smk.
+# pruning ablation and Figures 2, 4 and 5. Every name comes from the paper's plan (`mtp_core.papers.p3.plan`).
 #   snakemake -c2 results/tables/p3/table1.csv     one table (runs the decoding jobs it reads)
 #   snakemake -c2 results/decode/p3/smollm2-135m/prompts-specbench/probing-bc30.json   one decoding job
 
-include: "p3_helpers.smk"
+P3 = paper_plan("p3")
 
 
 # One job per (model, method): greedy and the method at every block complexity, side by side.
 rule p3_decode:
     input:
-        unpack(p3_decode_inputs),
+        model=lambda wc: model_input(wc.model),
+        prompts=prompt_file(P3.s.prompt_set),
     output:
-        results=p3_decode_outputs(),
+        results=P3.decode_outputs(),
     params:
-        decoders=lambda wc: p3plan.job_decoders(config, wc.model, wc.method),
-        prompt_set=p3plan.prompt_set(config) if P3 else "",
-        per_category=p3plan.section(config).get("per_category"),
-        settings={k: p3plan.section(config).get(k) for k in ("max_new_tokens", "batch_size")},
-        bench=p3plan.bench_settings(config),
+        decoders=with_wildcards(P3.job_decoders),
+        prompt_set=P3.s.prompt_set,
+        per_category=P3.s.per_category,
+        settings={"max_new_tokens": P3.s.max_new_tokens, "batch_size": P3.s.batch_size},
+        bench=P3.bench_settings(),
     wildcard_constraints:
-        model=wildcard_choice(p3plan.models(config) if P3 else []),
-        method=wildcard_choice(p3_methods()),
+        model=wildcard_choice(P3.s.models),
+        method=wildcard_choice(P3.decode_methods()),
     log:
         f"{LOGS}/p3/decode/{{model}}/{{method}}.log",
     benchmark:
@@ -36,16 +36,17 @@ rule p3_decode:
 # Figure 2's analysis: per layer, cosine similarity of mask-token and next-true-token hidden states.
 rule p3_alignment:
     input:
-        unpack(p3_alignment_inputs),
+        model=lambda wc: model_input(wc.model),
+        prompts=prompt_file(P3.s.prompt_set),
     output:
-        csv=p3_alignment_csv("{model}"),
-        summary=f"{RESULTS}/analysis/p3/{{model}}/alignment.json",
+        csv=P3.alignment_csv(),
+        summary=f"{P3.analysis_dir('{model}')}/alignment.json",
     params:
-        spec=p3plan.figure_spec(config, p3plan.ALIGNMENT_FIGURE) if P3 else {},
-        per_category=p3plan.section(config).get("per_category"),
-        max_new_tokens=p3plan.section(config).get("max_new_tokens"),
+        spec=P3.alignment(),
+        per_category=P3.s.per_category,
+        max_new_tokens=P3.s.max_new_tokens,
     wildcard_constraints:
-        model=wildcard_choice(p3plan.alignment_models(config)),
+        model=wildcard_choice([P3.s.figures.fig2.model]),
     log:
         f"{LOGS}/p3/alignment/{{model}}.log",
     benchmark:
@@ -57,7 +58,7 @@ rule p3_alignment:
 
 rule p3_table:
     input:
-        results=p3_experiment_inputs,
+        results=lambda wc: P3.experiment_results(wc.table),
     output:
         csv=report(
             f"{RESULTS}/tables/p3/{{table}}.csv",
@@ -67,9 +68,9 @@ rule p3_table:
         ),
         md=f"{RESULTS}/tables/p3/{{table}}.md",
     params:
-        spec=lambda wc: p3_experiment_params(wc.table),
+        spec=lambda wc: {"name": wc.table, "settings": P3.experiment_settings(wc.table)},
     wildcard_constraints:
-        table=wildcard_choice(p3plan.TABLES),
+        table=wildcard_choice(P3.TABLES),
     log:
         f"{LOGS}/tables/p3_{{table}}.log",
     localrule: True
@@ -79,7 +80,7 @@ rule p3_table:
 
 rule p3_category_figure:
     input:
-        results=p3_experiment_inputs,
+        results=lambda wc: P3.experiment_results(wc.figure),
     output:
         png=report(
             f"{RESULTS}/figures/p3/{{figure}}.png",
@@ -91,9 +92,9 @@ rule p3_category_figure:
     params:
         kind="category",
         figure=lambda wc: wc.figure,
-        spec=lambda wc: p3_experiment_params(wc.figure),
+        spec=lambda wc: {"name": wc.figure, "settings": P3.experiment_settings(wc.figure)},
     wildcard_constraints:
-        figure=wildcard_choice(p3plan.CATEGORY_FIGURES),
+        figure=wildcard_choice(P3.CATEGORY_FIGURES),
     log:
         f"{LOGS}/figures/p3_{{figure}}.log",
     localrule: True
@@ -103,7 +104,7 @@ rule p3_category_figure:
 
 rule p3_alignment_figure:
     input:
-        csv=p3_alignment_csv(p3plan.alignment_models(config)[0]) if P3 else [],
+        csv=P3.alignment_csv(P3.s.figures.fig2.model),
     output:
         png=report(
             f"{RESULTS}/figures/p3/fig2.png",
@@ -115,7 +116,7 @@ rule p3_alignment_figure:
     params:
         kind="alignment",
         figure="fig2",
-        spec=p3plan.figure_spec(config, p3plan.ALIGNMENT_FIGURE) if P3 else {},
+        spec=P3.alignment(),
     log:
         f"{LOGS}/figures/p3_fig2.log",
     localrule: True

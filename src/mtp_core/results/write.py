@@ -199,15 +199,3 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_finite(v) for v in obj]
     return obj
-
-
-RESULTS = "results"
-
-
-def table_files(paper: str, name: str, results: str = RESULTS) -> list[str]:
-    """The files of table `name` of `paper` ("base", "p1".., "leaderboard" tables are `results/tables/<name>`)."""
-    return [f"{results}/tables/{paper}/{name}.csv", f"{results}/tables/{paper}/{name}.md"]
-
-
-def figure_files(paper: str, name: str, results: str = RESULTS) -> list[str]:
-    return [f"{results}/figures/{paper}/{name}.png", f"{results}/figures/{paper}/{name}.pdf"]

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config.layout import figure_files, table_files
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, dataset_on_bad_row, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
 from ...models.plan import model_dir
 from ...models.runs import FILE_NAME, RunPlan, merged_run, paper_section
 from ...models.runs import launcher_settings as run_launcher
-from ...results.write import figure_files, table_files
 from ...train.finetune import with_base_stamp
 
 RESULTS = "results"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.layout import figure_files, table_files
 from ...config.settings import model_spec
 from ...models.plan import model_dir
-from ...results.write import figure_files, table_files
 from .plan import (
     REFERENCE,
     acceptance_outputs,

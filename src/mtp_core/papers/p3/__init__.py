@@ -7,13 +7,11 @@ Modules: `plan` (config section -> decoding jobs, result files, checks), `probin
 """
 
 from ...config.registry import Paper
-from . import plan
+from .plan import P3Plan
 
 PAPER = Paper(
     name="p3",
     title="Training-free probing",
-    check=plan.check,
-    targets=plan.all_targets,
-    leaderboard=plan.leaderboard_entries,
+    plan=P3Plan,
     decoders=("mtp_core.papers.p3.probing",),
 )

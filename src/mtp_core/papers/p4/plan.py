@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config.layout import figure_files, table_files
 from ...config.registry import LeaderboardEntry
 from ...config.settings import dataset_on_bad_row, model_spec
 from ...data.rows import train_data_path
@@ -34,7 +35,6 @@ from ...models.plan import model_dir
 from ...models.runs import RunPlan as CoreRunPlan
 from ...models.runs import launcher_settings as run_launcher
 from ...models.runs import merged_run, paper_section
-from ...results.write import figure_files, table_files
 from ...train.finetune import with_base_stamp
 
 RESULTS = "results"

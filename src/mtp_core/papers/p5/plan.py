@@ -24,11 +24,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ...config.layout import figure_files, table_files
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, model_spec
 from ...models.plan import model_dir
 from ...models.runs import launcher_settings as run_launcher
-from ...results.write import figure_files, table_files
 from ...train.finetune import with_base_stamp
 from .settings import FrontierSettings
 from .splits import SPLITS

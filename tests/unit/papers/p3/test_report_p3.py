@@ -1,4 +1,4 @@
-"""Paper 3's experiment plan (mtp_core.papers.p3.plan) and its tables and figures (mtp_core.papers.p3.report) from synthetic
+"""Paper 3's experiment plan (mtp_core.papers.p3.plan.P3Plan) and its tables and figures (mtp_core.papers.p3.report) from synthetic
 result JSONs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 
 from mtp_core.config.settings import ConfigError
 from mtp_core.data.prompts import first_per_category
-from mtp_core.papers.p3 import plan as p3_plan
+from mtp_core.papers.p3.plan import P3Plan
 from mtp_core.papers.p3.report import REFERENCE_TITLE, alignment_figure, category_figure, p3_table
 from mtp_core.results import load_results, write_table
 from mtp_core.results.write import make_result, write_result
@@ -61,7 +61,7 @@ def tiny_cfg() -> dict:
 
 def write_experiment(cfg: dict, name: str, tmp: Path) -> list[dict]:
     """Synthetic results for every file experiment `name` reads: τ grows with BC, greedy at 50 tok/s."""
-    settings = p3_plan.experiment_settings(cfg, name)
+    settings = P3Plan(cfg).experiment_settings(name)
     for s in settings:
         for path, is_ref in ((s["path"], False), (s["reference"], True)):
             p = tmp / path
@@ -74,25 +74,26 @@ def write_experiment(cfg: dict, name: str, tmp: Path) -> list[dict]:
 
 
 def test_plan_jobs_settings_and_files(tiny_cfg):
-    jobs = {(j.model, j.method): j.bcs for j in p3_plan.decode_jobs(tiny_cfg)}
+    plan = P3Plan(tiny_cfg)
+    jobs = {(j.model, j.method): j.bcs for j in plan.decode_jobs()}
     assert jobs[("tiny-llama", "probing")] == (10, 30, 60)
     assert jobs[("tiny-llama", "probing_m2")] == (10, 30, 60)  # every job runs every BC (one rule)
-    dec = p3_plan.job_decoders(tiny_cfg, "tiny-llama", "probing")
+    dec = plan.job_decoders("tiny-llama", "probing")
     assert list(dec) == ["greedy", "probing-bc10", "probing-bc30", "probing-bc60"]
     assert dec["probing-bc60"] == {"decoder": "probing", "strategy": "prompt_mean", "bc": 60, "masks_per_step": 2}
     assert dec["probing-bc30"]["bc"] == 30 and "masks_per_step" not in dec["probing-bc30"]
-    assert p3_plan.setting_params(tiny_cfg, "pld", 30) == {"decoder": "prompt-lookup", "num_draft": 29}
-    assert p3_plan.job_settings(tiny_cfg, "probing") == [
-        "probing-greedy",
-        "probing-bc10",
-        "probing-bc30",
-        "probing-bc60",
+    assert plan.setting_params("pld", 30) == {"decoder": "prompt-lookup", "num_draft": 29}
+    assert [f.rsplit("/", 1)[1] for f in plan.decode_outputs("tiny-llama", "probing")] == [
+        "probing-greedy.json",
+        "probing-bc10.json",
+        "probing-bc30.json",
+        "probing-bc60.json",
     ]
-    files = p3_plan.experiment_results(tiny_cfg, "pruning")
+    files = plan.experiment_results("pruning")
     assert "results/decode/p3/tiny-llama/prompts-specbench/probing_noprune-bc30.json" in files
     assert "results/decode/p3/tiny-llama/prompts-specbench/probing_noprune-greedy.json" in files
     assert len(files) == len(set(files))
-    assert p3_plan.target_files("fig2") == ["results/figures/p3/fig2.png", "results/figures/p3/fig2.pdf"]
+    assert P3Plan.target_files("fig2") == ["results/figures/p3/fig2.png", "results/figures/p3/fig2.pdf"]
 
 
 def test_first_per_category():
@@ -183,9 +184,9 @@ def test_bc_accounting_rows_or_nodes():
     rows = validate_config(copy.deepcopy(raw))
     raw["papers"]["p3"]["bc_accounting"] = "nodes"
     nodes = validate_config(raw)
-    assert p3_plan.setting_params(rows, "pld", 30)["num_draft"] == 29
-    assert p3_plan.setting_params(nodes, "pld", 30)["num_draft"] == 30
-    assert p3_plan.setting_params(rows, "probing", 30)["bc"] == 30
-    assert p3_plan.setting_params(nodes, "probing", 30)["bc"] == 62  # 31 rows, each with its mask
-    assert p3_plan.setting_params(nodes, "probing", 60)["bc"] == 183  # two masks at BC 60: 61 x 3
-    assert p3_plan.setting_params(nodes, "stand", 10)["bc"] == 11
+    assert P3Plan(rows).setting_params("pld", 30)["num_draft"] == 29
+    assert P3Plan(nodes).setting_params("pld", 30)["num_draft"] == 30
+    assert P3Plan(rows).setting_params("probing", 30)["bc"] == 30
+    assert P3Plan(nodes).setting_params("probing", 30)["bc"] == 62  # 31 rows, each with its mask
+    assert P3Plan(nodes).setting_params("probing", 60)["bc"] == 183  # two masks at BC 60: 61 x 3
+    assert P3Plan(nodes).setting_params("stand", 10)["bc"] == 11
