@@ -276,7 +276,7 @@ BUILDERS = {"p1": p1_training, "p2": p2_training, "p4": p4_training}
 
 def trainings(config: dict) -> list[Training]:
     """Every training run of the enabled papers 1, 2 and 4, in config order."""
-    from mtp_core.models.runs import paper_section
+    from mtp_core.config.plan import paper_section
 
     cache: dict = {}
     out = []

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from mtp_core.models.runs import launcher_settings
+from mtp_core.config.plan import launcher_settings
 from mtp_core.train.launch import interrupt_job
 
 from ..conftest import REPO

@@ -5,7 +5,7 @@ paper-1 block), the scripts and the tests, so that the rules stay declarative.
 Names (all derived here, nowhere else):
 
 * **Runs.** `papers.p1.runs.<name>` overrides the shared `model`, `dataset`, `method` (`P1Config` keys) and
-  `train` (`TrainConfig` keys), merged key by key (`models.runs`). `main` is the paper's main recipe; the ablations
+  `train` (`TrainConfig` keys), merged key by key (`config.plan`). `main` is the paper's main recipe; the ablations
   of Tables 3-5 are further runs.
 * **Run labels** of evaluations: `<run>` is the final model (`results/models/p1/<run>/model`), `<run>@step<N>`
   the export at step N (`exports/step-0000000N`, training dynamics, Figs 7-8 and 10-11), and
@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config.layout import figure_files, table_files
+from ...config.plan import FILE_NAME, RunPlan, merged_run, paper_section
+from ...config.plan import launcher_settings as run_launcher
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, dataset_on_bad_row, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
 from ...models.plan import model_dir
-from ...models.runs import FILE_NAME, RunPlan, merged_run, paper_section
-from ...models.runs import launcher_settings as run_launcher
 from ...train.finetune import with_base_stamp
 
 RESULTS = "results"
@@ -53,7 +53,7 @@ def run_names(config: dict) -> list[str]:
 
 
 def run_plan(config: dict, run: str) -> RunPlan:
-    """The merged settings of run `run` (`models.runs.merged_run`). `train.save_steps` gains the checkpoint steps the
+    """The merged settings of run `run` (`config.plan.merged_run`). `train.save_steps` gains the checkpoint steps the
     dynamics figures evaluate for this run."""
     plan = merged_run(config, "p1", run)
     plan.train["save_steps"] = sorted(set(plan.train.get("save_steps") or []) | set(checkpoint_steps(config, run)))
@@ -91,7 +91,7 @@ def from_config(config: dict, run: str) -> tuple[dict, dict]:
 
 
 def launcher_settings(config: dict, run: str) -> dict:
-    """`models.runs.launcher_settings` of run `run`."""
+    """`config.plan.launcher_settings` of run `run`."""
     return run_launcher(config, "p1", run)
 
 

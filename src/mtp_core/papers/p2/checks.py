@@ -4,8 +4,8 @@ key. Runs: `plan`; tables, figures and speed experiments: `experiments`.
 
 from __future__ import annotations
 
+from ...config.plan import FILE_NAME
 from ...config.settings import ConfigError
-from ...models.runs import FILE_NAME
 from . import experiments as ex
 from .plan import (
     depths,

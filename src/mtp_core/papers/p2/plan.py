@@ -36,12 +36,12 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...config.plan import RunPlan as CoreRunPlan
+from ...config.plan import launcher_settings as run_launcher
+from ...config.plan import merged_run, paper_section, run_entry
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, deep_merge, model_spec
 from ...models.plan import model_dir
-from ...models.runs import RunPlan as CoreRunPlan
-from ...models.runs import launcher_settings as run_launcher
-from ...models.runs import merged_run, paper_section, run_entry
 from ...train.finetune import with_base_stamp
 
 RESULTS = "results"
@@ -58,7 +58,7 @@ def section(config: dict) -> dict:
 
 @dataclass(frozen=True)
 class RunPlan(CoreRunPlan):
-    """One training (`models.runs.RunPlan`; `method`: P2Config keys) and its looped extension."""
+    """One training (`config.plan.RunPlan`; `method`: P2Config keys) and its looped extension."""
 
     extend: dict | None = None  # {from, new_heads, group, source}
 
@@ -101,7 +101,7 @@ def run_names(config: dict) -> list[str]:
 
 
 def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
-    """The merged settings of `run` (module docstring, `models.runs.merged_run`); an extension takes its source's
+    """The merged settings of `run` (module docstring, `config.plan.merged_run`); an extension takes its source's
     model, data and merged method, with the new heads added and the trunk and old heads frozen; a seed replicate
     is its run with `train.seed + i`."""
     base, i = replica_of(config, run)
@@ -125,7 +125,7 @@ def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
 
 def _method_key(config: dict, run: str, key: str, default: Any) -> Any:
     """One top-level key of a run's merged method, without merging the rest (the plan asks for K and the trunk of
-    every run many times; `models.runs` deep-copies)."""
+    every run many times; `config.plan` deep-copies)."""
     r = declared_runs(config).get(replica_of(config, run)[0])
     if r is None:
         raise ConfigError(f"papers.p2.runs: no run {run!r}")
@@ -257,7 +257,7 @@ def run_settings(config: dict, run: str) -> dict:
 
 
 def launcher_settings(config: dict, run: str) -> dict:
-    """`models.runs.launcher_settings` of run `run` (a seed replicate: its run's)."""
+    """`config.plan.launcher_settings` of run `run` (a seed replicate: its run's)."""
     return run_launcher(config, "p2", replica_of(config, run)[0])
 
 

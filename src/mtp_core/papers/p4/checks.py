@@ -3,10 +3,10 @@ express, each error naming its key."""
 
 from __future__ import annotations
 
+from ...config.plan import FILE_NAME
 from ...config.settings import LAYER_MODEL_TYPES, ConfigError
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS
 from ...models.plan import declared_layers
-from ...models.runs import FILE_NAME
 from .epochs import resolve_train
 from .plan import (
     QUALITY_TABLES,

@@ -5,7 +5,7 @@ the scripts and the tests.
 Names (derived here, nowhere else):
 
 * **Runs.** `papers.p4.runs.<name>` overrides the shared `model`, `dataset`, `method` (`settings.DMTDConfig` keys) and
-  `train` (`TrainConfig`), merged key by key (`models.runs`). `main` is the paper's E0D8 MTD3; Table 1's MTD2/4/6
+  `train` (`TrainConfig`), merged key by key (`config.plan`). `main` is the paper's E0D8 MTD3; Table 1's MTD2/4/6
   and Table 2's ExDy are further runs.
 * **Labels** of what is evaluated: `<run>` (the trained model, `results/models/p4/<run>/model`), `<run>@step0`
   (the run's split on its untrained start weights: Table 5's "untrained" row) and `<model>@step0` (the start
@@ -28,13 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config.layout import figure_files, table_files
+from ...config.plan import RunPlan as CoreRunPlan
+from ...config.plan import launcher_settings as run_launcher
+from ...config.plan import merged_run, paper_section
 from ...config.registry import LeaderboardEntry
 from ...config.settings import dataset_on_bad_row, model_spec
 from ...data.rows import train_data_path
 from ...models.plan import model_dir
-from ...models.runs import RunPlan as CoreRunPlan
-from ...models.runs import launcher_settings as run_launcher
-from ...models.runs import merged_run, paper_section
 from ...train.finetune import with_base_stamp
 
 RESULTS = "results"
@@ -58,7 +58,7 @@ def section(config: dict) -> dict:
 
 @dataclass(frozen=True)
 class RunPlan(CoreRunPlan):
-    """One DMTD training run (`models.runs.RunPlan`; `method`: DMTDConfig keys)."""
+    """One DMTD training run (`config.plan.RunPlan`; `method`: DMTDConfig keys)."""
 
     @property
     def cycle(self) -> int:
@@ -99,7 +99,7 @@ def run_settings(config: dict, run: str) -> dict:
 
 
 def launcher_settings(config: dict, run: str) -> dict:
-    """`models.runs.launcher_settings` of run `run`."""
+    """`config.plan.launcher_settings` of run `run`."""
     return run_launcher(config, "p4", run)
 
 

@@ -25,10 +25,10 @@ import copy
 from typing import Any
 
 from ...config.layout import figure_files, table_files
+from ...config.plan import launcher_settings as run_launcher
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, model_spec
 from ...models.plan import model_dir
-from ...models.runs import launcher_settings as run_launcher
 from ...train.finetune import with_base_stamp
 from .settings import FrontierSettings
 from .splits import SPLITS
@@ -147,7 +147,7 @@ def heads_settings(config: dict, name: str) -> dict:
 
 
 def launcher_settings(config: dict, name: str) -> dict:
-    """`models.runs.launcher_settings` of heads `name` (`papers.p5.heads.<name>.launcher`)."""
+    """`config.plan.launcher_settings` of heads `name` (`papers.p5.heads.<name>.launcher`)."""
     return run_launcher(config, "p5", name, "heads")
 
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
+from mtp_core.config.plan import launcher_settings
 from mtp_core.config.settings import validate_schema
-from mtp_core.models.runs import launcher_settings
 from tests.conftest import REPO
 
 # Leaf keys whose values are sizes: how much, how long, how wide, how many processes, which runs and tasks a table
