@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 
-from .config import registry
+from .config import hub_mirror, registry
 from .config.settings import ConfigError, read_config, validate_schema
 from .data.sources import SourceError, check_sources
 from .decoding.catalog import check_decoder
 from .evaluate.tasks import is_local_task, task_dataset
-from .hub_mirror import plan as hub_mirror
 from .io import InputError
 from .leaderboard import plan as leaderboard
 from .models.plan import check as check_scratch_models
@@ -91,7 +90,7 @@ def _check_rows_source(name: str, ds: dict, datasets: dict) -> None:
 
 
 def apply_hub_mirror(config: dict) -> None:
-    """Check the config's hub mirror and point its hub references at the stand-ins (`hub_mirror.plan.apply`), in
+    """Check the config's hub mirror and point its hub references at the stand-ins (`config.hub_mirror.apply`), in
     place, before anything reads them; no mirror: nothing changes."""
     hub_mirror.check(config)
     hub_mirror.apply(config)

@@ -8,12 +8,13 @@ from mtp_core.models import plan as model_plan
 from mtp_core.train import finetune
 from mtp_core.config import layout, registry
 from mtp_core.leaderboard.plan import targets as leaderboard_targets
-from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, hub_task_datasets, model_spec, validate_schema
+from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, model_spec, validate_schema
 from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
 from mtp_core.data.rows import train_data_path
 from mtp_core.train.launch.settings import LauncherConfig
 from mtp_core.evaluate.tasks import task_dataset
-from mtp_core.hub_mirror import plan as hub_mirror
+from mtp_core.evaluate.tasks import task_inputs as evaluate_task_inputs
+from mtp_core.config import hub_mirror
 from mtp_core.validation import apply_hub_mirror, check_references
 
 
@@ -84,18 +85,12 @@ def model_dir(name):
 
 def model_input(name):
     """Input list of a rule that loads model `name` (its prepared checkpoint, or its hub stand-in)."""
-    d = model_dir(name)
-    return [d] if d else hub_mirror.inputs(config, config["models"][name].get("path"))
+    return model_plan.model_inputs(config, name)
 
 
 def hub_entries(kind):
     """The `hub_mirror` stand-ins of one kind (models, heads, datasets, files), by hub id; none without a mirror."""
     return (config.get("hub_mirror") or {}).get(kind) or {}
-
-
-def hub_task_inputs(task):
-    """The hub stand-ins lm-eval task `task` reads (rule inputs; none without a mirror)."""
-    return list(hub_task_datasets(config, task).values())
 
 
 def dataset_kind(name):
@@ -141,16 +136,8 @@ def evaluation_results():
 
 
 def task_inputs(task, key="data"):
-    """What evaluation task `task` reads from this workflow: a local task's test split ({key: split}) and the hub
-    stand-ins of its datasets ({f"{key}_hub": [...]}, the rehearsal)."""
-    inputs = {}
-    dataset = task_dataset(config, task)
-    if dataset is not None:
-        inputs[key] = math_split(dataset, "test")
-    hub = hub_task_inputs(task)
-    if hub:
-        inputs[f"{key}_hub"] = hub
-    return inputs
+    """What evaluation task `task` reads from this workflow (`mtp_core.evaluate.tasks.task_inputs`)."""
+    return evaluate_task_inputs(config, task, key)
 
 
 def eval_inputs(wildcards):

@@ -11,6 +11,7 @@ One place for these paths, used by the workflow (`model_dir` in common.smk), the
 
 from __future__ import annotations
 
+from ..config import hub_mirror
 from ..config.settings import ConfigError, checkpoint_location, deep_merge
 
 RESULTS = "results"
@@ -26,6 +27,13 @@ def model_dir(config: dict, name: str, results: str = RESULTS) -> str | None:
     if source == FINETUNED:
         return f"{finetune_run_dir(name, results)}/model"
     return None
+
+
+def model_inputs(config: dict, name: str) -> list[str]:
+    """What a rule loading model `name` reads: its prepared checkpoint, or its hub stand-in (none for a hub or
+    local model without a mirror)."""
+    d = model_dir(config, name)
+    return [d] if d else hub_mirror.inputs(config, config["models"][name].get("path"))
 
 
 def declared_layers(config: dict, name: str, results: str = RESULTS) -> tuple[str, int] | None:

@@ -26,7 +26,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...config.settings import cache_dir
+from ...config import layout
+from ...config.settings import cache_dir, hub_task_datasets
 from ...io import atomic_write_json, read_jsonl, require_text_fields
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,19 @@ def task_dataset(config: dict, task: str) -> str | None:
         if ds["kind"] == kind:
             return name
     raise ValueError(f"evaluation.tasks: task {task!r} needs a dataset of kind {kind!r} in `datasets`")
+
+
+def task_inputs(config: dict, task: str, key: str = "data") -> dict[str, str | list[str]]:
+    """What evaluating `task` reads from the workflow: a local task's test split (`{key: split}`) and the hub
+    stand-ins of its datasets (`{f"{key}_hub": [...]}`, the rehearsal)."""
+    inputs: dict[str, str | list[str]] = {}
+    dataset = task_dataset(config, task)
+    if dataset is not None:
+        inputs[key] = layout.data_split(dataset, "test")
+    hub = list(hub_task_datasets(config, task).values())
+    if hub:
+        inputs[f"{key}_hub"] = hub
+    return inputs
 
 
 def check_task_data(task: str, test_path: str | os.PathLike) -> int:

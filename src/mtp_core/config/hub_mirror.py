@@ -18,7 +18,7 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from ..config.settings import ConfigError, hub_mirror_path
+from .settings import ConfigError, hub_mirror_path
 
 
 def section(config: dict) -> dict:
