@@ -109,11 +109,12 @@ def _stored(config: dict, plan: Any) -> torch.dtype:
 
 def p1_training(config: dict, run: str, cache: dict) -> Training:
     """Paper 1: the student trains whole; the teacher (objectives but gt) is its frozen copy, sharded too."""
-    from mtp_core.papers.p1 import plan as p1
     from mtp_core.papers.p1.masks import blocked_layout
+    from mtp_core.papers.p1.plan import P1Plan
     from mtp_core.papers.p1.settings import P1Config
 
-    plan = p1.run_plan(config, run)
+    p1 = P1Plan(config)
+    plan = p1.run(run)
     cfg = P1Config.from_dict(plan.method)
     student = model_of(config, plan.model, cache, mask_token=True)
     stored = _stored(config, plan)
@@ -135,7 +136,7 @@ def p1_training(config: dict, run: str, cache: dict) -> Training:
     if teacher:  # the teacher scores the prediction slots only
         costs.append(Cost(n.body + n.lm_head * per_slot(False), len(shapes), 2))
     return Training(
-        **_common(config, "p1", plan, p1.launcher_settings(config, run), tokens),
+        **_common(config, "p1", plan, p1.launcher_settings(run), tokens),
         trained=sharded(student, stored),
         frozen=(sharded(student, t_dtype),) if teacher else (),
         activations=tokens * (sum(layer_activation_bytes(s, e) for s in shapes) + (4 + e) * shapes[0].hidden),
@@ -160,11 +161,12 @@ def p2_training(config: dict, run: str, cache: dict) -> Training:
     """Paper 2: `P2Model` (trunk all: the trunk and K heads; extension: the heads, the old ones frozen, the trunk
     outside it, frozen and sharded)."""
     from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
-    from mtp_core.papers.p2 import plan as p2
+    from mtp_core.papers.p2.plan import P2Plan
     from mtp_core.papers.p2.settings import P2Config
     from mtp_core.papers.p2.train import P2Model
 
-    plan = p2.run_plan(config, run)
+    p2 = P2Plan(config)
+    plan = p2.run(run)
     cfg = P2Config.from_dict(plan.method)
     if cfg.trunk == "last_layers":
         raise ConfigError(f"papers.p2.runs.{run}: trunk last_layers is not a paper-scale regime this plan models")
@@ -215,7 +217,7 @@ def p2_training(config: dict, run: str, cache: dict) -> Training:
             Cost(n.lm_head * per_token, 0, 4),
         ]
     return Training(
-        **_common(config, "p2", plan, p2.launcher_settings(config, run), b * s),
+        **_common(config, "p2", plan, p2.launcher_settings(run), b * s),
         trained=sharded(model, stored),
         frozen=() if cfg.trunk == "all" else (sharded(trunk, stored),),
         activations=b * s * act,
@@ -235,11 +237,12 @@ def p2_training(config: dict, run: str, cache: dict) -> Training:
 
 def p4_training(config: dict, run: str, cache: dict) -> Training:
     """Paper 4: the whole model trains (embeddings unless train_embeddings false) on packed rows of max_tokens."""
-    from mtp_core.papers.p4 import plan as p4
     from mtp_core.papers.p4.epochs import resolve_train
+    from mtp_core.papers.p4.plan import P4Plan
     from mtp_core.papers.p4.settings import DMTDConfig
 
-    plan = p4.run_plan(config, run)
+    p4 = P4Plan(config)
+    plan = p4.run_plan(run)
     cfg = DMTDConfig.from_dict(plan.method)
     if cfg.epochs is not None:  # the steps of its epochs over the assumed rows (the job counts the real ones)
         plan = replace(plan, train=resolve_train(plan.train, cfg.epochs, cfg.warmup_ratio, rows=P4_ROWS))
@@ -257,7 +260,7 @@ def p4_training(config: dict, run: str, cache: dict) -> Training:
     if cfg.gradient_checkpointing:
         costs.append(Cost(n.body, len(shapes), 2))
     return Training(
-        **_common(config, "p4", plan, p4.launcher_settings(config, run), tokens),
+        **_common(config, "p4", plan, p4.launcher_settings(run), tokens),
         trained=sharded(model, stored),
         frozen=(),
         # + the recorded h_base (e h per token) and the final norm

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p4 import plan as p4_plan
+from mtp_core.papers.p4.plan import P4Plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
@@ -56,8 +56,8 @@ def test_result_files(tiny_run):
 def test_dry_run_of_every_p4_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
     counts = job_counts(dry_run("config/tiny.yaml", "papers"))
-    assert counts["p4_train"] == len(p4_plan.run_names(cfg)) == 3
-    jobs = sum(len(t) for t in p4_plan.label_taus(cfg).values())  # one per (label, τ), one per start model
+    assert counts["p4_train"] == len(P4Plan(cfg).s.runs) == 3
+    jobs = sum(len(t) for t in P4Plan(cfg).label_taus().values())  # one per (label, τ), one per start model
     assert counts["p4_evaluate"] == jobs == 5 and counts["p4_vanilla"] == 1
     assert counts["p4_table"] == 5 and counts["p4_speed"] == 1 and counts["p4_figure4"] == counts["p4_figure5"] == 1
 
@@ -67,7 +67,7 @@ def test_dry_run_dag_other_scales(config, trainings, choices, dry_run):
     counts = job_counts(dry_run(config, "all"))
     assert counts["p4_train"] == trainings and counts["p4_speed"] == 1 and counts.get("p4_select_tau", 0) == choices
     every = job_counts(dry_run(config, "papers"))  # Table 1 (not in `all`) and Table 2 are one command away
-    assert every["p4_train"] == len(p4_plan.run_names(load_config(REPO / config)))
+    assert every["p4_train"] == len(P4Plan(load_config(REPO / config)).s.runs)
 
 
 def test_bad_p4_config_stops_before_any_job(tmp_path):

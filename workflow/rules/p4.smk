@@ -1,38 +1,38 @@
 # Paper 4: Direct Multi-Token Decoding. Trainings with cyclical masking
 # (the main E0D8 MTD3 and the runs of Tables 1, 2, 4), one evaluation job per label and τ (teacher-forced scores per
 # cycle offset on the held-out split and every lm-eval task), the speed job (Table 3, Fig. 4),
-# the leaderboard's τ choice, Tables 1-5 and Figures 4-5. Every name comes from `mtp_core.papers.p4.plan` through
-# the helpers in p4_helpers.smk.
+# the leaderboard's τ choice, Tables 1-5 and Figures 4-5. Every name comes from the paper's plan
+# (`mtp_core.papers.p4.plan`).
 #   snakemake -c2 results/tables/p4/table5.csv     one table (trains and evaluates what it shows)
 #   snakemake -c2 p4_mtd4                          one run: its training and every evaluation a table reads
 
-
-include: "p4_helpers.smk"
+P4 = paper_plan("p4")
+P4_LABELS = P4.label_taus()
 
 
 # Training through the submitit launcher (as paper 1's): declared outputs are only the launcher's record and the
 # final model, so a killed job's resumable states (checkpoints/) survive.
 rule p4_train:
     input:
-        unpack(p4_train_inputs),
+        unpack(lambda wc: P4.train_inputs(wc.run)),
     output:
-        record=p4_train_record("{run}"),
-        model=directory(p4_final_model("{run}")),
+        record=P4.train_record("{run}"),
+        model=directory(P4.final_model("{run}")),
     params:
-        settings=p4_train_settings,
-        run_dir=lambda wc: p4plan.run_dir(wc.run),
+        settings=lambda wc: shell_json(P4.run_settings(wc.run)),
+        run_dir=lambda wc: P4.run_dir(wc.run),
         python=PYTHON,
     wildcard_constraints:
-        run=wildcard_choice(p4_runs()),
+        run=wildcard_choice(list(P4.s.runs)),
     log:
         f"{LOGS}/p4/train/{{run}}.log",
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/p4/train/{{run}}.tsv"
     localrule: True
-    threads: training_threads(lambda wc: p4plan.launcher_settings(config, wc.run))
+    threads: training_threads(lambda wc: P4.launcher_settings(wc.run))
     resources:
         submitit_jobs=1,
-        launcher=p4_launcher,
+        launcher=lambda wc: shell_json(P4.launcher_settings(wc.run)),
     shell:
         "{params.python} -m mtp_core.cli train --method p4 --output {output.record} --run-dir {params.run_dir}"
         " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
@@ -43,13 +43,13 @@ rule p4_train:
 # the rule a GPU and paper scale runs the settings in parallel.
 rule p4_evaluate:
     input:
-        unpack(p4_eval_inputs),
+        unpack(lambda wc: P4.eval_inputs(wc.label)),
     output:
-        results=p4_eval_outputs("{label}", "{tau}"),
+        results=P4.eval_outputs("{label}", "{tau}"),
     params:
-        spec=p4_eval_params,
+        spec=lambda wc: P4.eval_params(wc.label, wc.tau),
     wildcard_constraints:
-        label=wildcard_choice([lab for lab in P4_LABELS if p4plan.parse_label(config, lab)[0] != "vanilla"]),
+        label=wildcard_choice([lab for lab in P4_LABELS if P4.parse_label(lab)[0] != "vanilla"]),
         tau=r"\d+",
     log:
         f"{LOGS}/p4/evaluate/{{label}}/tau{{tau}}.log",
@@ -62,13 +62,13 @@ rule p4_evaluate:
 
 rule p4_vanilla:
     input:
-        unpack(p4_eval_inputs),
+        unpack(lambda wc: P4.eval_inputs(f"{wc.model}@step0")),
     output:
-        results=p4_eval_outputs("{model}@step0", None),
+        results=P4.eval_outputs("{model}@step0", None),
     params:
-        spec=p4_eval_params,
+        spec=lambda wc: P4.eval_params(f"{wc.model}@step0", None),
     wildcard_constraints:
-        model=wildcard_choice(sorted({p4plan.label_model(config, lab) for lab in P4_LABELS})),
+        model=wildcard_choice(sorted({P4.label_model(lab) for lab in P4_LABELS})),
     log:
         f"{LOGS}/p4/evaluate/{{model}}@step0.log",
     benchmark:
@@ -80,16 +80,16 @@ rule p4_vanilla:
 
 # Table 3 / Figure 4: random prompts, greedy and dmtd at each τ side by side per batch size (bench protocol), and
 # the measured layer costs (modeled speed-up).
-if P4 and p4plan.speed_run(config):
+if P4.s.speed.run:
 
     rule p4_speed:
         input:
-            weights=p4_final_model(p4plan.speed_run(config)),
+            weights=P4.final_model(P4.s.speed.run),
         output:
-            results=p4_speed_outputs(),
-            layer_costs=p4_layer_cost_files(),
+            results=[f for files in P4.speed_outputs().values() for f in files],
+            layer_costs=list(P4.layer_costs().values()),
         params:
-            spec=p4_speed_params(),
+            spec=P4.speed_params(),
         log:
             f"{LOGS}/p4/speed.log",
         benchmark:
@@ -100,15 +100,15 @@ if P4 and p4plan.speed_run(config):
 
 
 # The leaderboard's second row: the fastest τ keeping the retention threshold on the held-out split.
-if P4 and p4plan.leaderboard_spec(config).get("run") and p4plan.leaderboard_spec(config).get("selected", True):
+if P4.s.leaderboard.run and P4.s.leaderboard.selected:
 
     rule p4_select_tau:
         input:
-            p4_select_params(p4plan.leaderboard_spec(config)["run"])["files"],
+            P4.select_params()["files"],
         output:
-            p4plan.selected_tau_path(p4plan.leaderboard_spec(config)["run"]),
+            P4.selected_tau_path(P4.s.leaderboard.run),
         params:
-            spec=p4_select_params(p4plan.leaderboard_spec(config)["run"]),
+            spec=P4.select_params(),
         log:
             f"{LOGS}/p4/select_tau.log",
         localrule: True
@@ -118,7 +118,7 @@ if P4 and p4plan.leaderboard_spec(config).get("run") and p4plan.leaderboard_spec
 
 rule p4_table:
     input:
-        results=p4_table_inputs,
+        results=lambda wc: P4.table_results(wc.table),
     output:
         csv=report(
             f"{RESULTS}/tables/p4/{{table}}.csv",
@@ -128,9 +128,9 @@ rule p4_table:
         ),
         md=f"{RESULTS}/tables/p4/{{table}}.md",
     params:
-        spec=lambda wc: p4_table_params(wc.table),
+        spec=lambda wc: P4.table_params(wc.table),
     wildcard_constraints:
-        table=wildcard_choice(p4plan.TABLES),
+        table=wildcard_choice(P4.TABLES),
     log:
         f"{LOGS}/tables/p4_{{table}}.log",
     benchmark:
@@ -142,8 +142,8 @@ rule p4_table:
 
 rule p4_figure4:
     input:
-        results=p4_speed_outputs(),
-        layer_costs=p4_layer_cost_files(),
+        results=[f for files in P4.speed_outputs().values() for f in files],
+        layer_costs=list(P4.layer_costs().values()),
     output:
         png=report(
             f"{RESULTS}/figures/p4/fig4.png",
@@ -154,7 +154,7 @@ rule p4_figure4:
         pdf=f"{RESULTS}/figures/p4/fig4.pdf",
     params:
         kind="fig4",
-        spec=p4_speed_params(),
+        spec=P4.speed_params(),
     log:
         f"{LOGS}/figures/p4_fig4.log",
     benchmark:
@@ -166,7 +166,7 @@ rule p4_figure4:
 
 rule p4_figure5:
     input:
-        records=p4_fig5_inputs(),
+        records=P4.fig5_inputs(),
     output:
         png=report(
             f"{RESULTS}/figures/p4/fig5.png",
@@ -175,10 +175,10 @@ rule p4_figure5:
             subcategory="Figures",
         ),
         pdf=f"{RESULTS}/figures/p4/fig5.pdf",
-        fit=p4plan.fig5_fit_path(),
+        fit=P4.fig5_fit_path(),
     params:
         kind="fig5",
-        spec=p4_fig5_params(),
+        spec=P4.fig5_params(),
     log:
         f"{LOGS}/figures/p4_fig5.log",
     benchmark:
@@ -189,11 +189,11 @@ rule p4_figure5:
 
 
 # One named target per run, e.g. `snakemake -c2 p4_mtd4`: its training and every evaluation a table reads.
-for _run in p4_runs():
+for _run in P4.s.runs:
 
     rule:
         name:
             f"p4_{_run}"
         input:
-            p4_run_results(_run),
+            P4.run_results(_run),
         localrule: True

@@ -9,13 +9,13 @@ snakemake.params.spec    run, spec (papers.p4.speed), settings, outputs ({batch:
 
 from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.io import log_to_file
-from mtp_core.papers.p4 import plan
 from mtp_core.papers.p4.jobs import speed_job
+from mtp_core.papers.p4.plan import P4Plan
 
 smk = snakemake
 log_to_file(smk.log[0])
 spec = dict(smk.params.spec)
-loaded = load_rule_model(smk.config, plan.run_plan(smk.config, spec["run"]).model, None, smk.input.weights)
+loaded = load_rule_model(smk.config, P4Plan(smk.config).run_plan(spec["run"]).model, None, smk.input.weights)
 speed_job(
     smk.config,
     loaded,

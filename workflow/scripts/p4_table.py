@@ -1,6 +1,6 @@
 """Paper 4: one of Tables 1-5 as CSV (every number) and markdown (the paper's layout).
 
-snakemake.params.spec  kind quality (layout, columns, overall, metrics, titles, offsets: mtp_core.papers.p4.plan) or speed
+snakemake.params.spec  kind quality (layout, columns, overall, metrics, titles, offsets: `P4Plan.table_params`) or speed
                        (the speed job's outputs and layer_costs)
 snakemake.output       csv, md
 """

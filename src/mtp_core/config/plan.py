@@ -89,9 +89,10 @@ def launcher_settings(config: dict, paper: str, run: str, table: str = "runs") -
 
 def typed(cls: type, data: Mapping[str, Any], where: str) -> Any:
     """`data` (a schema-validated section, defaults filled) as dataclass `cls`; a key the dataclass does not
-    declare, a missing one or a value of another type is a ConfigError naming `where`."""
+    declare, a missing one or a value of another type is a ConfigError naming `where` (an integer is a float
+    where a float is declared, as in the schema's `number`)."""
     try:
-        return dacite.from_dict(cls, dict(data), config=dacite.Config(strict=True))
+        return dacite.from_dict(cls, dict(data), config=dacite.Config(strict=True, type_hooks={float: float}))
     except dacite.DaciteError as e:
         raise ConfigError(f"{where}: {e}") from None
 

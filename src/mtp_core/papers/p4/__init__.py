@@ -11,14 +11,12 @@ job), `jobs` (the workflow jobs' bodies), `report` (Tables 1-5, Figures 4-5, the
 """
 
 from ...config.registry import Method, Paper
-from . import checks, plan
+from .plan import P4Plan
 
 PAPER = Paper(
     name="p4",
     title="Direct multi-token decoding",
-    check=checks.check,
-    targets=plan.all_targets,
-    leaderboard=plan.leaderboard_entries,
+    plan=P4Plan,
     methods=(
         Method(
             "p4",

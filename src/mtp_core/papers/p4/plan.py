@@ -1,6 +1,6 @@
 """Paper 4's experiment plan: the validated `papers.p4` config section turned into trainings, evaluation and speed
-jobs, result files, tables and figures (paper 4, §3). One place, used by the workflow (`workflow/rules/p4*.smk`),
-the scripts and the tests.
+jobs, result files, tables and figures (paper 4, §3). `P4Plan`, over the core's `PaperPlan`, reads `papers.p4` into
+typed settings (`P4Settings`); the rules (`workflow/rules/p4.smk`), checks and tests read it.
 
 Names (derived here, nowhere else):
 
@@ -25,90 +25,47 @@ Names (derived here, nowhere else):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from ...config.layout import figure_files, table_files
-from ...config.plan import RunPlan as CoreRunPlan
-from ...config.plan import launcher_settings as run_launcher
-from ...config.plan import merged_run, paper_section
+from ...config import layout
+from ...config.plan import PaperPlan, RunPlan
 from ...config.registry import LeaderboardEntry
 from ...config.settings import dataset_on_bad_row, model_spec
 from ...data.rows import train_data_path
-from ...models.plan import model_dir
+from ...evaluate.tasks import task_dataset, task_inputs
+from ...models.plan import model_dir, model_inputs
 from ...train.finetune import with_base_stamp
+from .checks import check
+from .settings import QUALITY_TABLES, STEP_SEP, P4Settings
 
-RESULTS = "results"
-STEP_SEP = "@step"
-QUALITY_TABLES = ("table1", "table2", "table4", "table5")
 SPEED_TABLE = "table3"
 TABLES = ("table1", "table2", "table3", "table4", "table5")
 FIGURES = ("fig4", "fig5")
 VANILLA_TF, VANILLA_GEN = "vanilla", "greedy"
 TF_COLUMN = "tf_acc"  # the teacher-forced accuracy as a quality column (`overall`)
-RESERVED = ("train", "evaluate", "vanilla", "speed", "table", "figure4", "figure5", "select_tau")  # rules `p4_<x>`
-
-
-def section(config: dict) -> dict:
-    """`papers.p4` (an `enabled: false` stub when absent)."""
-    return paper_section(config, "p4")
-
-
-# ------------------------------------------------------------------------------------------------ runs
+EVAL_KEYS = ("limit", "batch_size", "max_gen_toks", "apply_chat_template", "num_fewshot", "bootstrap_iters",
+             "chat_template_kwargs")  # fmt: skip
 
 
 @dataclass(frozen=True)
-class RunPlan(CoreRunPlan):
-    """One DMTD training run (`config.plan.RunPlan`; `method`: DMTDConfig keys)."""
+class P4Run(RunPlan):
+    """One DMTD training run (`method`: DMTDConfig keys, defaults filled by the schema)."""
 
     @property
     def cycle(self) -> int:
-        return int(self.method.get("cycle", 3))
+        return int(self.method["cycle"])
 
     @property
     def split(self) -> tuple[int, int]:
-        return int(self.method.get("encoding_layers", 0)), int(self.method.get("decoding_layers", 8))
+        return int(self.method["encoding_layers"]), int(self.method["decoding_layers"])
 
 
-def run_names(config: dict) -> list[str]:
-    return list(section(config).get("runs") or {})
+def setting_label(tau: int | str) -> str:
+    return f"dmtd-tau{tau}"
 
 
-def run_plan(config: dict, run: str) -> RunPlan:
-    return merged_run(config, "p4", run, RunPlan)
-
-
-def run_dir(run: str) -> str:
-    return f"{RESULTS}/models/p4/{run}"
-
-
-def run_settings(config: dict, run: str) -> dict:
-    """Settings of method `p4` (`settings.launch_check`): model spec and directory, train rows, `train`, `p4`."""
-    plan = run_plan(config, run)
-    return with_base_stamp(
-        {
-            "model": model_spec(config, plan.model),
-            "base_dir": model_dir(config, plan.model),
-            "data": train_data_path(plan.dataset),
-            "train": plan.train,
-            "p4": plan.method,
-            "on_bad_row": dataset_on_bad_row(config, plan.dataset),
-        },
-        config,
-        plan.model,
-    )
-
-
-def launcher_settings(config: dict, run: str) -> dict:
-    """`config.plan.launcher_settings` of run `run`."""
-    return run_launcher(config, "p4", run)
-
-
-def from_config(config: dict, run: str) -> tuple[dict, dict]:
-    """The launcher's resolver of method `p4` (`--config C --run R`)."""
-    return run_settings(config, run), launcher_settings(config, run)
-
-
-# ---------------------------------------------------------------------------------------------- labels
+def speed_task(batch_size: int) -> str:
+    return f"speed-b{int(batch_size)}"
 
 
 def vanilla_label(model: str) -> str:
@@ -119,336 +76,365 @@ def untrained_label(run: str) -> str:
     return f"{run}{STEP_SEP}0"
 
 
-def parse_label(config: dict, label: str) -> tuple[str, str]:
-    """(kind, name): ("vanilla", model), ("untrained", run) or ("trained", run)."""
-    name, sep, step = label.partition(STEP_SEP)
-    if sep and step == "0":
-        return ("untrained", name) if name in run_names(config) else ("vanilla", name)
-    return "trained", label
-
-
-def label_model(config: dict, label: str) -> str:
-    """The declared model whose tokenizer and template the label's weights use."""
-    kind, name = parse_label(config, label)
-    return name if kind == "vanilla" else run_plan(config, name).model
-
-
-def setting_label(tau: int) -> str:
-    return f"dmtd-tau{int(tau)}"
-
-
-def setting_params(config: dict, label: str, tau: int) -> dict:
-    """Decoder parameters of a `dmtd` setting: τ, and the split for an untrained label (its model has no
-    `config.dmtd`)."""
-    kind, name = parse_label(config, label)
-    params: dict = {"decoder": "dmtd", "tau": int(tau)}
-    if kind == "untrained":
-        method = run_plan(config, name).method
-        e, d = run_plan(config, name).split
-        params |= {"encoding_layers": e, "decoding_layers": d, "combine": method.get("combine", "add")}
-    return params
-
-
-# ------------------------------------------------------------------------------------------- tables
-
-
-def table_spec(config: dict, name: str) -> dict:
-    return (section(config).get("tables") or {}).get(name) or {}
-
-
-def figure_spec(config: dict, name: str) -> dict:
-    return (section(config).get("figures") or {}).get(name) or {}
-
-
-def table_runs(config: dict, name: str) -> list[str]:
-    """Runs shown by a quality table, in row order (Table 2: its groups' runs in order)."""
-    spec = table_spec(config, name)
-    if name == "table2":
-        return [r for runs in (spec.get("groups") or {}).values() for r in runs]
-    if name == "table5":
-        return [spec["run"]] if spec.get("run") else []
-    return list(spec.get("runs") or [])
-
-
-def quality_rows(config: dict, name: str) -> list[tuple[str, int]]:
-    """(label, τ) of every row of a quality table, vanilla rows as (label, 0)."""
-    rows: list[tuple[str, int]] = []
-    for run in table_runs(config, name):
-        plan = run_plan(config, run)
-        rows.append((vanilla_label(plan.model), 0))
-        if name == "table5":
-            spec = table_spec(config, name)
-            rows += [(run, int(t)) for t in spec.get("taus") or []]
-            if spec.get("untrained"):
-                rows.append((untrained_label(run), plan.cycle))
-        else:
-            rows.append((run, plan.cycle))
-    return list(dict.fromkeys(rows))
-
-
-def tasks(config: dict) -> list[str]:
-    return list(section(config).get("tasks") or {})
-
-
-def task_metric(config: dict, task: str) -> str | None:
-    return ((section(config).get("tasks") or {}).get(task) or {}).get("metric")
-
-
-def columns(config: dict) -> list[str]:
-    """The quality columns: the teacher-forced accuracy, then every task."""
-    return [TF_COLUMN, *tasks(config)]
-
-
-EVAL_KEYS = (
-    "limit",
-    "batch_size",
-    "max_gen_toks",
-    "apply_chat_template",
-    "num_fewshot",
-    "bootstrap_iters",
-    "chat_template_kwargs",
-)
-
-
-def eval_settings(config: dict, task: str) -> dict:
-    """`EvalSettings` overrides of `task`: `papers.p4.evaluation`, then `papers.p4.tasks.<task>`."""
-    out: dict = {}
-    for over in (section(config).get("evaluation") or {}, (section(config).get("tasks") or {}).get(task) or {}):
-        out.update({k: v for k, v in over.items() if k in EVAL_KEYS})
-    return out
-
-
-def column_titles(config: dict) -> dict[str, str]:
-    """Shown names of the quality columns (`tasks.<task>.title`, else the task's name)."""
-    spec = section(config).get("tasks") or {}
-    return {TF_COLUMN: "TF acc (val)", **{t: (spec.get(t) or {}).get("title") or t for t in tasks(config)}}
-
-
-def overall_columns(config: dict) -> list[str]:
-    """The columns averaged into "Overall" (mean over columns of score / vanilla score, §3.2)."""
-    chosen = section(config).get("overall")
-    return list(chosen) if chosen is not None else columns(config)
-
-
-def targets_in_all(config: dict) -> list[str]:
-    s = section(config)
-    return list(s.get("in_all") if s.get("in_all") is not None else (*TABLES, *FIGURES))
-
-
-def target_files(name: str) -> list[str]:
-    return table_files("p4", name) if name in TABLES else figure_files("p4", name)
-
-
-def all_targets(config: dict) -> list[str]:
-    return [f for name in targets_in_all(config) for f in target_files(name)]
-
-
-# ------------------------------------------------------------------------------- evaluation jobs
-
-
-def tf_dataset(config: dict) -> str:
-    return (section(config).get("teacher_forced") or {}).get("dataset") or section(config)["dataset"]
-
-
-def tf_task(config: dict) -> str:
-    return f"tf-{tf_dataset(config)}"
-
-
-def result_path(label: str, task: str, setting: str) -> str:
-    return f"{RESULTS}/decode/p4/{label}/{task}/{setting}.json"
-
-
-def leaderboard_spec(config: dict) -> dict:
-    return section(config).get("leaderboard") or {}
-
-
-def speed_spec(config: dict) -> dict:
-    return section(config).get("speed") or {}
-
-
-def label_taus(config: dict) -> dict[str, list[int]]:
-    """Every evaluated label (vanilla labels first) -> the τ its evaluation job runs (ascending; [] for vanilla):
-    the union over the quality tables, and the leaderboard run at the speed job's τ (its choice reads them)."""
-    want: dict[str, set[int]] = {}
-    for name in QUALITY_TABLES:
-        for label, tau in quality_rows(config, name):
-            want.setdefault(label, set())
-            if tau:
-                want[label].add(tau)
-    lb = leaderboard_spec(config)
-    if lb.get("run"):
-        plan = run_plan(config, lb["run"])
-        want.setdefault(vanilla_label(plan.model), set())
-        want.setdefault(lb["run"], set()).update({plan.cycle, *(int(t) for t in speed_spec(config).get("taus") or [])})
-    order = sorted(want, key=lambda lab: (parse_label(config, lab)[0] != "vanilla", lab))
-    return {lab: sorted(want[lab]) for lab in order}
-
-
-def job_settings(config: dict, label: str) -> dict[str, dict]:
-    """Setting -> decoder params of one evaluation job (vanilla: greedy; else `dmtd` at each τ)."""
-    if parse_label(config, label)[0] == "vanilla":
-        return {VANILLA_GEN: {"decoder": "greedy"}}
-    return {setting_label(t): setting_params(config, label, t) for t in label_taus(config)[label]}
-
-
-def tf_settings(config: dict, label: str) -> list[str]:
-    if parse_label(config, label)[0] == "vanilla":
-        return [VANILLA_TF]
-    return [setting_label(t) for t in label_taus(config)[label]]
-
-
-def job_results(config: dict, label: str) -> list[str]:
-    """The result files of one evaluation job: teacher-forced settings, then each task's."""
-    out = [result_path(label, tf_task(config), s) for s in tf_settings(config, label)]
-    return out + [result_path(label, t, s) for t in tasks(config) for s in job_settings(config, label)]
-
-
-def table_results(config: dict, name: str) -> list[str]:
-    """Result files a quality table reads (each row's teacher-forced and task results at its τ)."""
-    out = [f for row in table_layout(config, name) for f in (*row["files"].values(), *row["vanilla"].values())]
-    return list(dict.fromkeys(out))
-
-
-# ---------------------------------------------------------------------------------------- speed
-
-
-def speed_run(config: dict) -> str | None:
-    return speed_spec(config).get("run")
-
-
-def speed_settings(config: dict) -> dict[str, dict]:
-    """Setting -> decoder params of the speed job: greedy, then `dmtd` at each τ of `speed.taus`."""
-    out: dict[str, dict] = {VANILLA_GEN: {"decoder": "greedy"}}
-    for t in sorted(int(x) for x in speed_spec(config).get("taus") or []):
-        out[setting_label(t)] = {"decoder": "dmtd", "tau": t}
-    return out
-
-
-def speed_task(batch_size: int) -> str:
-    return f"speed-b{int(batch_size)}"
-
-
-def speed_results(config: dict) -> list[str]:
-    run = speed_run(config)
-    if run is None:
-        return []
-    return [
-        result_path(run, speed_task(b), s)
-        for b in speed_spec(config).get("batch_sizes") or [1]
-        for s in speed_settings(config)
-    ]
-
-
-def layer_costs_path(run: str, batch_size: int) -> str:
-    return f"{RESULTS}/analysis/p4/{run}/layer_costs-b{int(batch_size)}.json"
-
-
-def selected_tau_path(run: str) -> str:
-    return f"{RESULTS}/analysis/p4/{run}/selected_tau.json"
-
-
-def fig5_fit_path() -> str:
-    return f"{RESULTS}/analysis/p4/fig5_fit.json"
-
-
-# ----------------------------------------------------------------------------------------- leaderboard
-
-
-def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
-    """Paper 4's leaderboard rows (`papers.p4.leaderboard`): the run's model with `dmtd` at its training τ, and
-    (`selected: true`) at the τ with the best speed among those whose teacher-forced retention on the held-out
-    split is at least `retention` (`selected_tau.json`, merged into the row's parameters when its job runs)."""
-    spec = leaderboard_spec(config)
-    if not spec.get("run"):
-        return []
-    run = spec["run"]
-    plan = run_plan(config, run)
-    checkpoint = f"{run_dir(run)}/model"
-    rows = [
-        LeaderboardEntry(
-            "p4",
-            f"p4-{run}-{setting_label(plan.cycle)}",
-            f"P4 DMTD {plan.title}, τ={plan.cycle} (trained)",
-            {"decoder": "dmtd", "tau": plan.cycle},
-            checkpoint,
-            plan.model,
-        )
-    ]
-    if spec.get("selected", True):
-        rows.append(
-            LeaderboardEntry(
-                "p4",
-                f"p4-{run}-dmtd-selected",
-                f"P4 DMTD {plan.title}, τ chosen on validation (≥ {float(spec.get('retention', 0.9)):.0%} retention)",
-                {"decoder": "dmtd"},
-                checkpoint,
-                plan.model,
-                params_from=selected_tau_path(run),
-            )
-        )
-    return rows
-
-
-# ------------------------------------------------------------------------------------------- layouts
-
-
-def row_title(config: dict, name: str, label: str, tau: int) -> str:
-    """A quality table's row title in the paper's style (Table 1 `MTD3`, Table 2 `E0D8`, Table 4 `Ours`, Table 5
-    `3→4`; `Vanilla`; Table 5's extra `untrained (τ=3)`)."""
-    kind, run = parse_label(config, label)
-    if kind == "vanilla":
-        return "Vanilla"
-    plan = run_plan(config, run)
-    if kind == "untrained":
-        return f"untrained E{plan.split[0]}D{plan.split[1]} (τ={tau})"
-    if name == "table1":
-        return f"MTD{tau}"
-    if name == "table2":
-        return f"E{plan.split[0]}D{plan.split[1]}"
-    if name == "table4":
-        return "Ours"
-    return f"{plan.cycle}→{tau}"
-
-
-def table_layout(config: dict, name: str) -> list[dict]:
-    """The rows of a quality table as its script takes them (JSON-ready): block (Table 2: the group; Table 4: the
-    model), title, label, τ, the result file of each column, and the vanilla row's files (retention)."""
-    spec = table_spec(config, name)
-    groups = spec.get("groups") or {}
-    out = []
-    for label, tau in quality_rows(config, name):
-        kind, name_ = parse_label(config, label)
-        model = label_model(config, label)
+class P4Plan(PaperPlan):
+    paper = "p4"
+    Settings = P4Settings
+    TABLES = TABLES
+    FIGURES = FIGURES
+
+    # -------------------------------------------------------------------------------------------- runs
+
+    def run_plan(self, run: str) -> P4Run:
+        return self.run(run, P4Run)
+
+    def final_model(self, run: str) -> str:
+        return f"{self.run_dir(run)}/model"
+
+    def train_record(self, run: str) -> str:
+        return f"{self.run_dir(run)}/train.json"
+
+    def run_settings(self, run: str) -> dict:
+        """Settings of method `p4` (`settings.launch_check`): model spec and directory, train rows, `train`, `p4`."""
+        plan = self.run_plan(run)
+        settings = {
+            "model": model_spec(self.config, plan.model),
+            "base_dir": model_dir(self.config, plan.model),
+            "data": train_data_path(plan.dataset),
+            "train": plan.train,
+            "p4": plan.method,
+            "on_bad_row": dataset_on_bad_row(self.config, plan.dataset),
+        }
+        return with_base_stamp(settings, self.config, plan.model)
+
+    def train_inputs(self, run: str) -> dict:
+        plan = self.run_plan(run)
+        return {"model": model_inputs(self.config, plan.model), "data": train_data_path(plan.dataset)}
+
+    # ------------------------------------------------------------------------------------------ labels
+
+    def parse_label(self, label: str) -> tuple[str, str]:
+        """(kind, name): ("vanilla", model), ("untrained", run) or ("trained", run)."""
+        name, sep, step = label.partition(STEP_SEP)
+        if sep and step == "0":
+            return ("untrained", name) if name in self.s.runs else ("vanilla", name)
+        return "trained", label
+
+    def label_model(self, label: str) -> str:
+        """The declared model whose tokenizer and template the label's weights use."""
+        kind, name = self.parse_label(label)
+        return name if kind == "vanilla" else self.run_plan(name).model
+
+    def checkpoint(self, label: str) -> str | None:
+        """The trained checkpoint a label evaluates (None: the start model's own weights)."""
+        kind, name = self.parse_label(label)
+        return self.final_model(name) if kind == "trained" else None
+
+    def setting_params(self, label: str, tau: int) -> dict:
+        """Decoder parameters of a `dmtd` setting: τ, and the split for an untrained label (its model has no
+        `config.dmtd`)."""
+        kind, name = self.parse_label(label)
+        params: dict = {"decoder": "dmtd", "tau": int(tau)}
+        if kind == "untrained":
+            run = self.run_plan(name)
+            e, d = run.split
+            params |= {"encoding_layers": e, "decoding_layers": d, "combine": run.method["combine"]}
+        return params
+
+    # ---------------------------------------------------------------------------------- quality tables
+
+    def table_runs(self, name: str) -> list[str]:
+        """Runs shown by a quality table, in row order (Table 2: its groups' runs in order)."""
+        spec = getattr(self.s.tables, name)
         if name == "table2":
-            block = next((g for g, runs in groups.items() if kind != "vanilla" and name_ in runs), None)
-        elif name == "table4":
-            block = model
+            return [r for runs in spec.groups.values() for r in runs]
+        return [spec.run] if name == "table5" else list(spec.runs)
+
+    def quality_rows(self, name: str) -> list[tuple[str, int]]:
+        """(label, τ) of every row of a quality table, vanilla rows as (label, 0)."""
+        rows: list[tuple[str, int]] = []
+        for run in self.table_runs(name):
+            plan = self.run_plan(run)
+            rows.append((vanilla_label(plan.model), 0))
+            if name == "table5":
+                spec = self.s.tables.table5
+                rows += [(run, int(t)) for t in spec.taus]
+                if spec.untrained:
+                    rows.append((untrained_label(run), plan.cycle))
+            else:
+                rows.append((run, plan.cycle))
+        return list(dict.fromkeys(rows))
+
+    def tasks(self) -> list[str]:
+        return list(self.s.tasks)
+
+    def columns(self) -> list[str]:
+        """The quality columns: the teacher-forced accuracy, then every task."""
+        return [TF_COLUMN, *self.tasks()]
+
+    def eval_settings(self, task: str) -> dict:
+        """`EvalSettings` overrides of `task`: `papers.p4.evaluation`, then `papers.p4.tasks.<task>`."""
+        out: dict = {}
+        for over in (self.s.evaluation, self.s.tasks.get(task) or {}):
+            out.update({k: v for k, v in over.items() if k in EVAL_KEYS})
+        return out
+
+    def overall_columns(self) -> list[str]:
+        """The columns averaged into "Overall" (mean over columns of score / vanilla score, §3.2)."""
+        return list(self.s.overall) if self.s.overall is not None else self.columns()
+
+    # -------------------------------------------------------------------------------- evaluation jobs
+
+    def tf_dataset(self) -> str:
+        return self.s.teacher_forced.dataset or self.s.dataset
+
+    def tf_task(self) -> str:
+        return f"tf-{self.tf_dataset()}"
+
+    def label_taus(self) -> dict[str, list[int]]:
+        """Every evaluated label (vanilla labels first) -> the τ its evaluation job runs (ascending; [] for
+        vanilla): the union over the quality tables, and the leaderboard run at the speed job's τ (its choice
+        reads them)."""
+        want: dict[str, set[int]] = {}
+        for name in QUALITY_TABLES:
+            for label, tau in self.quality_rows(name):
+                want.setdefault(label, set())
+                if tau:
+                    want[label].add(tau)
+        run = self.s.leaderboard.run
+        if run:
+            plan = self.run_plan(run)
+            want.setdefault(vanilla_label(plan.model), set())
+            want.setdefault(run, set()).update({plan.cycle, *self.s.speed.taus})
+        order = sorted(want, key=lambda lab: (self.parse_label(lab)[0] != "vanilla", lab))
+        return {lab: sorted(want[lab]) for lab in order}
+
+    def job_settings(self, label: str) -> dict[str, dict]:
+        """Setting -> decoder params of one evaluation job (vanilla: greedy; else `dmtd` at each τ)."""
+        if self.parse_label(label)[0] == "vanilla":
+            return {VANILLA_GEN: {"decoder": "greedy"}}
+        return {setting_label(t): self.setting_params(label, t) for t in self.label_taus()[label]}
+
+    def job_results(self, label: str) -> list[str]:
+        """The result files of one evaluation job: teacher-forced settings, then each task's."""
+        vanilla = self.parse_label(label)[0] == "vanilla"
+        tf = [VANILLA_TF] if vanilla else [setting_label(t) for t in self.label_taus()[label]]
+        out = [self.result_path(label, self.tf_task(), s) for s in tf]
+        return out + [self.result_path(label, t, s) for t in self.tasks() for s in self.job_settings(label)]
+
+    def eval_outputs(self, label: str, tau: str | None) -> list[str]:
+        """The files of one evaluation job (`tau` a wildcard or None: the vanilla job): its teacher-forced
+        result, then each task's."""
+        tf = VANILLA_TF if tau is None else setting_label(tau)
+        gen = VANILLA_GEN if tau is None else tf
+        return [self.result_path(label, self.tf_task(), tf)] + [self.result_path(label, t, gen) for t in self.tasks()]
+
+    def eval_inputs(self, label: str) -> dict:
+        """The label's weights (trained checkpoint, or the start model's), the held-out split, the tasks' data."""
+        checkpoint = self.checkpoint(label)
+        inputs = {"weights": [checkpoint] if checkpoint else model_inputs(self.config, self.label_model(label))}
+        inputs["validation"] = layout.data_split(self.tf_dataset(), "validation")
+        for task in self.tasks():
+            inputs.update(task_inputs(self.config, task, f"task_{task}"))
+        return inputs
+
+    def eval_params(self, label: str, tau: str | None) -> dict:
+        """What the evaluation script needs: the setting, outputs, teacher-forced and task specs."""
+        kind, run = self.parse_label(label)
+        if kind == "vanilla":
+            tf_setting, settings, template = VANILLA_TF, {VANILLA_GEN: {"decoder": "greedy"}}, "auto"
         else:
-            block = None
-        vanilla = vanilla_label(model)
-        out.append(
-            {
-                "block": block,
-                "title": row_title(config, name, label, tau),
-                "label": label,
-                "tau": tau,
-                "files": column_files(config, label, tau),
-                "vanilla": column_files(config, vanilla, 0),
-            }
-        )
-    if name == "table2":  # one Vanilla row on top, then the groups in order
-        van = [r for r in out if r["title"] == "Vanilla"][:1]
-        rest = [r for r in out if r["title"] != "Vanilla"]
-        order = {g: i for i, g in enumerate(groups)}
-        out = van + sorted(rest, key=lambda r: order.get(r["block"], len(order)))
-    return out
+            tf_setting = setting_label(int(tau))
+            settings = {tf_setting: self.setting_params(label, int(tau))}
+            template = self.run_plan(run).method["template"]
+        tf, dataset, task = self.s.teacher_forced, self.tf_dataset(), self.tf_task()
+        return {
+            "label": label,
+            "model": self.label_model(label),
+            "checkpoint": self.checkpoint(label),
+            "settings": settings,
+            "tf": {
+                "task": task,
+                "dataset": dataset,
+                "data": layout.data_split(dataset, "validation"),
+                "rows": tf.rows,
+                "batch_size": tf.batch_size,
+                "max_tokens": tf.max_tokens,
+                "template": template,
+                "on_bad_row": dataset_on_bad_row(self.config, dataset),
+            },
+            "tf_outputs": {tf_setting: self.result_path(label, task, tf_setting)},
+            "tasks": {
+                t: {
+                    "data": layout.data_split(d, "test") if (d := task_dataset(self.config, t)) else None,
+                    "outputs": {st: self.result_path(label, t, st) for st in settings},
+                    "settings": self.eval_settings(t),
+                }
+                for t in self.tasks()
+            },
+        }
+
+    def run_results(self, run: str) -> list[str]:
+        """Every result of run `run` some table reads, and its training (the named target `p4_<run>`)."""
+        labels = [lab for lab in self.label_taus() if self.parse_label(lab)[1] == run]
+        return [self.train_record(run), *(f for lab in labels for f in self.job_results(lab))]
+
+    # ------------------------------------------------------------------------------------------- speed
+
+    def speed_settings(self) -> dict[str, dict]:
+        """Setting -> decoder params of the speed job: greedy, then `dmtd` at each τ of `speed.taus`."""
+        taus = sorted(self.s.speed.taus)
+        return {VANILLA_GEN: {"decoder": "greedy"}} | {setting_label(t): {"decoder": "dmtd", "tau": t} for t in taus}
+
+    def speed_outputs(self) -> dict[int, list[str]]:
+        """Batch size -> the speed job's result files (greedy, then each τ); none without `speed.run`."""
+        run = self.s.speed.run
+        if run is None:
+            return {}
+        return {b: [self.result_path(run, speed_task(b), s) for s in self.speed_settings()] for b in
+                self.s.speed.batch_sizes}  # fmt: skip
+
+    def layer_costs(self) -> dict[int, str]:
+        """Batch size -> the measured layer costs of the speed job."""
+        run = self.s.speed.run
+        return {b: f"{self.analysis_dir(run)}/layer_costs-b{b}.json" for b in self.s.speed.batch_sizes} if run else {}
+
+    def speed_params(self) -> dict:
+        if self.s.speed.run is None:
+            return {}
+        return {
+            "run": self.s.speed.run,
+            "spec": asdict(self.s.speed),
+            "settings": self.speed_settings(),
+            "outputs": self.speed_outputs(),
+            "layer_costs": self.layer_costs(),
+            "bench": self.bench_settings(),
+        }
+
+    def speed_files(self) -> list[str]:
+        return [f for files in self.speed_outputs().values() for f in files] + list(self.layer_costs().values())
+
+    def selected_tau_path(self, run: str) -> str:
+        return f"{self.analysis_dir(run)}/selected_tau.json"
+
+    def select_params(self) -> dict:
+        """The τ choice's inputs: the leaderboard run's teacher-forced results at the speed job's τ, the vanilla
+        one, and the speed results at the smallest batch size (the held-out split and random prompts only, never
+        the test prompts)."""
+        run = self.s.leaderboard.run
+        taus, batch, task = sorted(self.s.speed.taus), min(self.s.speed.batch_sizes), self.tf_task()
+        tf = {t: self.result_path(run, task, setting_label(t)) for t in taus}
+        speed = {t: self.result_path(run, speed_task(batch), setting_label(t)) for t in taus}
+        vanilla = self.result_path(vanilla_label(self.run_plan(run).model), task, VANILLA_TF)
+        files = [vanilla, *tf.values(), *speed.values()]
+        threshold = self.s.leaderboard.retention
+        return {"vanilla": vanilla, "tf": tf, "speed": speed, "threshold": threshold, "files": files}
+
+    # ------------------------------------------------------------------------------- tables, figures
+
+    def row_title(self, name: str, label: str, tau: int) -> str:
+        """A quality table's row title in the paper's style (Table 1 `MTD3`, Table 2 `E0D8`, Table 4 `Ours`,
+        Table 5 `3→4`; `Vanilla`; Table 5's extra `untrained (τ=3)`)."""
+        kind, run = self.parse_label(label)
+        if kind == "vanilla":
+            return "Vanilla"
+        plan = self.run_plan(run)
+        if kind == "untrained":
+            return f"untrained E{plan.split[0]}D{plan.split[1]} (τ={tau})"
+        titles = {"table1": f"MTD{tau}", "table2": f"E{plan.split[0]}D{plan.split[1]}", "table4": "Ours"}
+        return titles.get(name, f"{plan.cycle}→{tau}")
+
+    def column_files(self, label: str, tau: int) -> dict[str, str]:
+        """Quality column -> result file of a label at τ (0: vanilla)."""
+        tf = VANILLA_TF if tau == 0 else setting_label(tau)
+        gen = VANILLA_GEN if tau == 0 else setting_label(tau)
+        tasks = {t: self.result_path(label, t, gen) for t in self.tasks()}
+        return {TF_COLUMN: self.result_path(label, self.tf_task(), tf), **tasks}
+
+    def table_layout(self, name: str) -> list[dict]:
+        """The rows of a quality table as its script takes them (JSON-ready): block (Table 2: the group; Table 4:
+        the model), title, label, τ, the result file of each column, and the vanilla row's files (retention)."""
+        groups = self.s.tables.table2.groups
+        out = []
+        for label, tau in self.quality_rows(name):
+            kind, run = self.parse_label(label)
+            model = self.label_model(label)
+            block = {"table2": next((g for g, rs in groups.items() if kind != "vanilla" and run in rs), None),
+                     "table4": model}.get(name)  # fmt: skip
+            out.append(
+                {
+                    "block": block,
+                    "title": self.row_title(name, label, tau),
+                    "label": label,
+                    "tau": tau,
+                    "files": self.column_files(label, tau),
+                    "vanilla": self.column_files(vanilla_label(model), 0),
+                }
+            )
+        if name == "table2":  # one Vanilla row on top, then the groups in order
+            van = [r for r in out if r["title"] == "Vanilla"][:1]
+            order = {g: i for i, g in enumerate(groups)}
+            out = van + sorted(
+                [r for r in out if r["title"] != "Vanilla"], key=lambda r: order.get(r["block"], len(order))
+            )
+        return out
+
+    def table_results(self, name: str) -> list[str]:
+        """Result files a table reads (a quality row's teacher-forced and task results at its τ; the speed job's)."""
+        if name == SPEED_TABLE:
+            return self.speed_files()
+        rows = self.table_layout(name)
+        return list(dict.fromkeys(f for row in rows for f in (*row["files"].values(), *row["vanilla"].values())))
+
+    def table_params(self, name: str) -> dict:
+        if name == SPEED_TABLE:
+            return {"kind": "speed", **self.speed_params()}
+        titles = {t: (self.s.tasks[t].get("title") or t) for t in self.tasks()}
+        return {
+            "kind": "quality",
+            "layout": self.table_layout(name),
+            "columns": self.columns(),
+            "overall": self.overall_columns(),
+            "metrics": {**{t: self.s.tasks[t].get("metric") for t in self.tasks()}, TF_COLUMN: "tf_acc,none"},
+            "titles": {TF_COLUMN: "TF acc (val)", **titles},
+            "offsets": max(t for _, t in self.quality_rows(name)) if name == "table5" else 0,
+        }
+
+    def fig5_inputs(self) -> list[str]:
+        return [self.train_record(r) for r in self.s.figures.fig5.runs]
+
+    def fig5_params(self) -> dict:
+        runs = self.s.figures.fig5.runs
+        curves = {self.run_plan(r).title: [f"{self.run_dir(r)}/{f}" for f in ("curves.csv", "train_summary.json")]
+                  for r in runs}  # fmt: skip
+        return {"curves": curves, "bins": self.s.figures.fig5.bins}
+
+    def fig5_fit_path(self) -> str:
+        return self.analysis_dir("fig5_fit.json")
+
+    # --------------------------------------------------------------------------------- leaderboard, checks
+
+    def leaderboard(self) -> list[LeaderboardEntry]:
+        """The run's model with `dmtd` at its training τ, and (`selected: true`) at the τ with the best speed
+        among those whose teacher-forced retention on the held-out split is at least `retention`
+        (`selected_tau.json`, merged into the row's parameters when its job runs)."""
+        spec = self.s.leaderboard
+        if not spec.run:
+            return []
+        plan, checkpoint = self.run_plan(spec.run), self.final_model(spec.run)
+        rows = [LeaderboardEntry("p4", f"p4-{spec.run}-{setting_label(plan.cycle)}",
+                                 f"P4 DMTD {plan.title}, τ={plan.cycle} (trained)",
+                                 {"decoder": "dmtd", "tau": plan.cycle}, checkpoint, plan.model)]  # fmt: skip
+        if spec.selected:
+            title = f"P4 DMTD {plan.title}, τ chosen on validation (≥ {spec.retention:.0%} retention)"
+            rows.append(LeaderboardEntry("p4", f"p4-{spec.run}-dmtd-selected", title, {"decoder": "dmtd"}, checkpoint,
+                                         plan.model, params_from=self.selected_tau_path(spec.run)))  # fmt: skip
+        return rows
+
+    def check(self) -> None:
+        check(self)
 
 
-def column_files(config: dict, label: str, tau: int) -> dict[str, str]:
-    """Quality column -> result file of a label at τ (0: vanilla)."""
-    tf = VANILLA_TF if tau == 0 else setting_label(tau)
-    gen = VANILLA_GEN if tau == 0 else setting_label(tau)
-    return {
-        TF_COLUMN: result_path(label, tf_task(config), tf),
-        **{t: result_path(label, t, gen) for t in tasks(config)},
-    }
+def from_config(config: dict, run: str) -> tuple[dict, dict]:
+    """The launcher's resolver of method `p4` (`--config C --run R`)."""
+    plan = P4Plan(config)
+    return plan.run_settings(run), plan.launcher_settings(run)

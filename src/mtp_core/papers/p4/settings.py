@@ -1,5 +1,6 @@
-"""Paper 4's training settings, importing no torch: the split (`DMTDSpec`, recorded as `model.config.dmtd`), the
-method's (`DMTDConfig`) and the launcher method's check (`launch_check`), which the workflow's plan checks run."""
+"""Paper 4's settings, importing no torch: the config section `papers.p4` (`P4Settings`, read by the plan), the
+split (`DMTDSpec`, recorded as `model.config.dmtd`), the method's (`DMTDConfig`) and the launcher method's check
+(`launch_check`), which the workflow's plan checks run."""
 
 from __future__ import annotations
 
@@ -139,3 +140,98 @@ def _resolve_train(settings: dict) -> dict:
 # settings (`plan.run_settings`): those of `check_model_data_train` and `p4` (DMTDConfig keys)
 SETTINGS = MethodSettings("p4", "p4", DMTDConfig.from_dict, prepare=_resolve_train)
 launch_check = SETTINGS.check
+
+
+# ------------------------------------------------------------------- the config section `papers.p4`
+
+STEP_SEP = "@step"  # `<run>@step0`: a run's split on its start weights; `<model>@step0`: the start model
+QUALITY_TABLES = ("table1", "table2", "table4", "table5")
+RESERVED = ("train", "evaluate", "vanilla", "speed", "table", "figure4", "figure5", "select_tau")  # rules `p4_<x>`
+
+
+@dataclass(frozen=True)
+class TeacherForced:
+    dataset: str | None
+    rows: int
+    batch_size: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Speed:
+    run: str | None
+    prompt_tokens: int
+    new_tokens: int
+    prompts: int
+    batch_sizes: list[int]
+    taus: list[int]
+    seed: int
+
+
+@dataclass(frozen=True)
+class RunsTable:
+    runs: list[str]
+
+
+@dataclass(frozen=True)
+class GroupsTable:
+    groups: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class OffsetsTable:
+    run: str
+    taus: list[int]
+    untrained: bool
+
+
+@dataclass(frozen=True)
+class Tables:
+    table1: RunsTable
+    table2: GroupsTable
+    table3: dict[str, Any]
+    table4: RunsTable
+    table5: OffsetsTable
+
+
+@dataclass(frozen=True)
+class CurvesFigure:
+    runs: list[str]
+    bins: int
+
+
+@dataclass(frozen=True)
+class Figures:
+    fig4: dict[str, Any]
+    fig5: CurvesFigure
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    run: str | None
+    selected: bool
+    retention: float
+
+
+@dataclass(frozen=True)
+class P4Settings:
+    """`papers.p4` (workflow/schemas/p4.schema.yaml, which holds every default; `method`, `train`, `launcher`,
+    `runs`, `evaluation` and `tasks` stay maps: runs merge into them key by key, and an absent key inherits)."""
+
+    enabled: bool
+    model: str
+    dataset: str
+    method: dict[str, Any]
+    train: dict[str, Any]
+    launcher: dict[str, Any]
+    runs: dict[str, dict[str, Any]]
+    teacher_forced: TeacherForced
+    evaluation: dict[str, Any]
+    tasks: dict[str, dict[str, Any]]
+    overall: list[str] | None
+    speed: Speed
+    bench: dict[str, int]
+    tables: Tables
+    figures: Figures
+    leaderboard: Leaderboard
+    in_all: list[str] | None

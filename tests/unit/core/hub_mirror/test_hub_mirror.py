@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
+from mtp_core.config import hub_mirror as plan
 from mtp_core.config.settings import ConfigError, hub_task_datasets
 from mtp_core.data.prompts import jsonl_prompts
-from mtp_core.config import hub_mirror as plan
 from mtp_core.hub_mirror.files import write_file_standin
 from mtp_core.hub_mirror.heads import write_heads_standin
 from mtp_core.hub_mirror.models import FAMILIES, write_model_standin

@@ -11,8 +11,8 @@ import yaml
 
 from mtp_core.config.settings import ConfigError
 from mtp_core.leaderboard import plan as leaderboard
-from mtp_core.papers.p4 import checks, plan
 from mtp_core.papers.p4.epochs import resolve_train
+from mtp_core.papers.p4.plan import P4Plan
 from mtp_core.validation import load_config, validate_config
 from tests.conftest import REPO
 
@@ -32,36 +32,37 @@ def raw(path: str = "config/tiny.yaml") -> dict:
 
 
 def test_labels_settings_and_results(tiny, embedded):
-    assert list(plan.label_taus(tiny)) == ["tiny-qwen3-math@step0", "e1d0", "main", "main@step0", "mtd2"]
-    assert plan.label_taus(tiny)["main"] == [1, 3] and plan.label_taus(tiny)["main@step0"] == [3]
-    assert plan.parse_label(tiny, "main@step0") == ("untrained", "main")
-    assert plan.parse_label(tiny, "tiny-qwen3-math@step0") == ("vanilla", "tiny-qwen3-math")
-    assert plan.job_settings(tiny, "main@step0") == {
+    plan, big = P4Plan(tiny), P4Plan(embedded)
+    assert list(plan.label_taus()) == ["tiny-qwen3-math@step0", "e1d0", "main", "main@step0", "mtd2"]
+    assert plan.label_taus()["main"] == [1, 3] and plan.label_taus()["main@step0"] == [3]
+    assert plan.parse_label("main@step0") == ("untrained", "main")
+    assert plan.parse_label("tiny-qwen3-math@step0") == ("vanilla", "tiny-qwen3-math")
+    assert plan.job_settings("main@step0") == {
         "dmtd-tau3": {"decoder": "dmtd", "tau": 3, "encoding_layers": 0, "decoding_layers": 1, "combine": "add"}
     }
-    assert plan.job_settings(tiny, "tiny-qwen3-math@step0") == {"greedy": {"decoder": "greedy"}}
-    assert plan.job_results(tiny, "tiny-qwen3-math@step0") == [
+    assert plan.job_settings("tiny-qwen3-math@step0") == {"greedy": {"decoder": "greedy"}}
+    assert plan.job_results("tiny-qwen3-math@step0") == [
         "results/decode/p4/tiny-qwen3-math@step0/tf-math/vanilla.json",
         "results/decode/p4/tiny-qwen3-math@step0/synthetic_math_cot/greedy.json",
     ]
-    assert plan.label_taus(embedded)["main"] == [1, 2, 3, 4, 5, 6]
-    assert plan.speed_results(embedded)[:2] == [
+    assert big.label_taus()["main"] == [1, 2, 3, 4, 5, 6]
+    assert big.speed_outputs()[1][:2] == [
         "results/decode/p4/main/speed-b1/greedy.json",
         "results/decode/p4/main/speed-b1/dmtd-tau1.json",
     ]
-    layout = plan.table_layout(embedded, "table5")
+    layout = big.table_layout("table5")
     assert [r["title"] for r in layout] == ["Vanilla", *(f"3→{t}" for t in range(1, 7)), "untrained E0D8 (τ=3)"]
     assert layout[3]["files"]["tf_acc"] == "results/decode/p4/main/tf-math/dmtd-tau3.json"
     assert layout[3]["vanilla"]["synthetic_math_cot"].endswith("smollm2-135m-math@step0/synthetic_math_cot/greedy.json")
-    t2 = plan.table_layout(embedded, "table2")
+    t2 = big.table_layout("table2")
     assert [(r["block"], r["title"]) for r in t2] == [
         (None, "Vanilla"),
         ("Reuse 8 Layers", "E8D0"),
         ("Reuse 8 Layers", "E4D4"),
         ("Reuse 8 Layers", "E0D8"),
     ]
-    assert [r["title"] for r in plan.table_layout(embedded, "table1")] == ["Vanilla", "MTD2", "MTD3", "MTD4", "MTD6"]
-    assert plan.all_targets(embedded)[:2] == ["results/tables/p4/table3.csv", "results/tables/p4/table3.md"]
+    assert [r["title"] for r in big.table_layout("table1")] == ["Vanilla", "MTD2", "MTD3", "MTD4", "MTD6"]
+    assert big.targets()[:2] == ["results/tables/p4/table3.csv", "results/tables/p4/table3.md"]
 
 
 def _files(cfg: dict, label: str, tau: int) -> dict:
@@ -112,18 +113,19 @@ def test_every_table_row_reads_its_files(tiny, scale):
     inference τ: Table 5's 3→4 reads `dmtd-tau4`), the file of each column, and the Vanilla files its retention
     divides by (Table 4: the row's own start model); each file is an output of an evaluation job."""
     cfg = load_config(REPO / "config/paper.yaml") if scale == "paper" else tiny
+    plan = P4Plan(cfg)
     tables = PAPER_TABLES if scale == "paper" else {"table5": TINY_TABLE5}
-    written = {f for label in plan.label_taus(cfg) for f in plan.job_results(cfg, label)}
+    written = {f for label in plan.label_taus() for f in plan.job_results(label)}
     for name, rows in tables.items():
-        layout = plan.table_layout(cfg, name)
+        layout = plan.table_layout(name)
         got = [(r["block"], r["title"], r["label"], r["tau"]) for r in layout]
         assert got == [row[:4] for row in rows], name
         for r, (*_, label, tau, model) in zip(layout, rows):
             assert r["files"] == _files(cfg, label, tau) and r["vanilla"] == _files(cfg, f"{model}@step0", 0)
-        assert set(plan.table_results(cfg, name)) <= written, name
+        assert set(plan.table_results(name)) <= written, name
     run, tau = ("main", 4) if scale == "paper" else ("main", 1)  # decoded at an inference τ other than its cycle 3
-    assert plan.job_settings(cfg, run)[f"dmtd-tau{tau}"] == {"decoder": "dmtd", "tau": tau}
-    assert plan.setting_params(cfg, "main@step0", 3) == {
+    assert plan.job_settings(run)[f"dmtd-tau{tau}"] == {"decoder": "dmtd", "tau": tau}
+    assert plan.setting_params("main@step0", 3) == {
         "decoder": "dmtd",
         "tau": 3,
         "encoding_layers": 0,
@@ -176,7 +178,7 @@ def test_schema_defaults_are_the_papers_recipe():
     [
         (lambda s: s["method"].update(decoding_layers=2), r"papers\.p4\.runs\.main\.method .*decoding_layers = 0 \+ 2"),
         (lambda s: s["runs"].update(speed={}), r"papers\.p4\.runs\.speed: `p4_speed` is a rule"),
-        (lambda s: s["runs"].update({"x@step0": {}}), r"papers\.p4\.runs\.x@step0: run names"),
+        (lambda s: s["runs"].update({"x@step0": {}}), r"papers\.p4\.runs: 'x@step0' does not match"),
         (lambda s: s["runs"].update({"tiny-qwen3": {}}), "may not be named like a model"),
         (
             lambda s: s["runs"].update({"e": {"method": {"encoding_layers": 1, "decoding_layers": 1}}}),
@@ -195,15 +197,16 @@ def test_schema_defaults_are_the_papers_recipe():
             r"runs\.mtd2: set train\.max_steps \(3\) or .*not both",
         ),
         (lambda s: s["train"].update(warmup_steps=4), r"runs\.main: train\.max_steps 3: a warm-up of 4 steps > the"),
-        (lambda s: s["method"].update(epochs=0), r"runs\.main\.method .*epochs must be > 0"),
+        (lambda s: s["method"].update(epochs=0), r"papers\.p4\.method\.epochs: 0 is less than"),
     ],
 )
 def test_bad_config_names_the_key(tiny, edit, message):
-    """`checks.check` on the validated tiny config with one edit (what `validation.check_references` calls)."""
+    """The validated tiny config with one edit, validated again (the schema fills an edited section's defaults,
+    then `validation.check_references` runs `P4Plan.check`)."""
     cfg = copy.deepcopy(tiny)
     edit(cfg["papers"]["p4"])
     with pytest.raises(ConfigError, match=message):
-        checks.check(cfg)
+        validate_config(cfg)
 
 
 def test_run_length_in_epochs(tiny):
@@ -213,19 +216,19 @@ def test_run_length_in_epochs(tiny):
     s = cfg["papers"]["p4"]
     s["train"].pop("max_steps")
     s["method"] |= {"epochs": 2, "warmup_ratio": 0.1}
-    checks.check(cfg)
-    assert "max_steps" not in plan.run_settings(cfg, "main")["train"]
-    assert plan.run_settings(cfg, "mtd2")["p4"]["epochs"] == 2
+    validate_config(cfg)
+    assert "max_steps" not in P4Plan(cfg).run_settings("main")["train"]
+    assert P4Plan(cfg).run_settings("mtd2")["p4"]["epochs"] == 2
     # one step of a small data file (the rehearsal's): a warm-up ratio gives a 1-step warm-up, which is allowed
     assert resolve_train({"global_batch_size": 16}, 1, 0.1, rows=10) == {
         "global_batch_size": 16,
         "max_steps": 1,
         "warmup_steps": 1,
     }
-    paper = load_config(REPO / "config/paper.yaml")
-    checks.check(paper)
-    for run in plan.run_names(paper):
-        rp = plan.run_plan(paper, run)
+    paper = P4Plan(load_config(REPO / "config/paper.yaml"))
+    paper.check()
+    for run in paper.s.runs:
+        rp = paper.run_plan(run)
         assert (rp.method["epochs"], rp.method["warmup_ratio"], "max_steps" in rp.train) == (1, 0.1, False), run
 
 
@@ -235,7 +238,7 @@ def test_unsupported_architecture_is_named(tiny, tmp_path):
     cfg["models"]["gpt"] = {"source": "local", "path": str(tmp_path), "chat_template": False}
     cfg["papers"]["p4"]["runs"]["mtd2"]["model"] = "gpt"
     with pytest.raises(ConfigError, match=r"papers\.p4\.runs\.mtd2\.model: 'gpt' is a 'gpt2' model"):
-        checks.check(cfg)
+        validate_config(cfg)
 
 
 def test_leaderboard_rows(tiny):
@@ -246,7 +249,7 @@ def test_leaderboard_rows(tiny):
     assert "results/analysis/p4/main/selected_tau.json" in leaderboard.row_inputs(tiny)
     off = copy.deepcopy(tiny)
     off["papers"]["p4"]["leaderboard"] = {"run": "main", "selected": False}
-    assert [e.label for e in plan.leaderboard_entries(off)] == ["p4-main-dmtd-tau3"]
+    assert [e.label for e in P4Plan(validate_config(off)).leaderboard()] == ["p4-main-dmtd-tau3"]
 
 
 def test_declared_layers_without_loading_weights(tiny, embedded, tmp_path):
