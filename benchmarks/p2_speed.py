@@ -17,9 +17,11 @@ import logging
 import os
 from pathlib import Path
 
+from mtp_core.config import layout
 from mtp_core.config.settings import config_hash
-from mtp_core.papers.p2 import experiments, plan
+from mtp_core.papers.p2.experiments import SPEED_EXPERIMENTS
 from mtp_core.papers.p2.jobs import load_main, prompt_rows
+from mtp_core.papers.p2.plan import P2Plan
 from mtp_core.papers.p2.speed import speed_job
 from mtp_core.validation import load_config
 
@@ -27,7 +29,7 @@ from mtp_core.validation import load_config
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="config.yaml")
-    ap.add_argument("--experiment", default="fig4", choices=experiments.SPEED_EXPERIMENTS)
+    ap.add_argument("--experiment", default="fig4", choices=SPEED_EXPERIMENTS)
     ap.add_argument("--per-set", type=int, default=None, help="prompts per prompt set (default: papers.p2.speed)")
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=1)
@@ -37,14 +39,14 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = load_config(args.config)
-    speed = plan.section(config)["speed"]
-    per_set = args.per_set or speed["per_set"]
-    sets = {ps: per_set for ps in plan.prompt_sets(config)}
-    files = [f"results/prompts/{ps}.jsonl" for ps in sets]
+    p2 = P2Plan(config)
+    per_set = args.per_set or p2.s.speed.per_set
+    sets = {ps: per_set for ps in p2.s.prompt_sets}
+    files = [layout.prompts(ps) for ps in sets]
     rows = [{**r, "category": ps} for ps, rs in prompt_rows(files, sets, single_turn=True).items() for r in rs]
-    trunks = experiments.speed_trunks(config, args.experiment)
+    trunks = p2.speed_trunks(args.experiment)
     by_main = {m: load_main(config, m) for m in dict.fromkeys(trunks.values())}
-    decoders = experiments.speed_decoders(config, args.experiment)
+    decoders = p2.speed_decoders(args.experiment)
     out = Path(args.out) / args.experiment
     os.makedirs(out, exist_ok=True)
     speed_job(
@@ -52,8 +54,8 @@ def main() -> None:
         rows,
         decoders,
         [str(out / f"{label}.json") for label in decoders],
-        experiments.speed_refs(config, args.experiment),
-        max_new_tokens=args.max_new_tokens or speed["max_new_tokens"],
+        p2.speed_refs(args.experiment),
+        max_new_tokens=args.max_new_tokens or p2.s.speed.max_new_tokens,
         batch_size=1,
         bench={"warmup": args.warmup, "repeats": args.repeats, "threads": args.threads},
         modeled=True,

@@ -53,12 +53,12 @@ def tiny_run(tmp_path_factory) -> Path:
 
 def paper_targets() -> list[str]:
     """Every table and figure of papers 2-5 (in `all` or one command away), by their plans."""
-    from mtp_core.papers.p2 import experiments as p2_exp
+    from mtp_core.papers.p2.plan import P2Plan
     from mtp_core.papers.p3.plan import P3Plan
     from mtp_core.papers.p4.plan import P4Plan
-    from mtp_core.papers.p5 import plan as p5_plan
+    from mtp_core.papers.p5.plan import P5Plan
 
-    return [f for p in (p2_exp, P3Plan, P4Plan, p5_plan) for n in (*p.TABLES, *p.FIGURES) for f in p.target_files(n)]
+    return [f for p in (P2Plan, P3Plan, P4Plan, P5Plan) for n in (*p.TABLES, *p.FIGURES) for f in p.target_files(n)]
 
 
 @pytest.fixture(scope="session")

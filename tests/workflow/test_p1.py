@@ -10,7 +10,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p1 import plan as p1_plan
+from mtp_core.papers.p1.plan import P1Plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
@@ -135,7 +135,7 @@ def test_dry_run_dag(config, scale_jobs, dry_run):
     for rule, n in scale_jobs.items():
         assert counts.get(rule) == n, (rule, counts)
     cfg = load_config(REPO / config)
-    assert counts.get("p1_table") == sum(1 for t in p1_plan.targets_in_all(cfg) if t.startswith("table"))
+    assert counts.get("p1_table") == sum(1 for t in P1Plan(cfg).in_all() if t.startswith("table"))
 
 
 def test_ablation_table_target_at_embedded_scale(tmp_path):

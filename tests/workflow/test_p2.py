@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p2 import plan as p2_plan
+from mtp_core.papers.p2.plan import P2Plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
@@ -69,7 +69,7 @@ def test_leaderboard_has_the_mtp_rows(tiny_run):
 def test_dry_run_of_every_p2_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
     counts = job_counts(dry_run("config/tiny.yaml", "papers"))
-    assert counts["p2_train"] == len(p2_plan.run_names(cfg)) == 15 + 2  # + the K = 1 arms' second seeds
+    assert counts["p2_train"] == len(P2Plan(cfg).run_names()) == 15 + 2  # + the K = 1 arms' second seeds
     assert counts["p2_acceptance"] == 17 and counts["p2_table"] == 8 and counts["p2_figure"] == 11
     assert counts["p2_reference"] == 1 + 10  # the base model and every run that trained its trunk
     assert counts["p2_features"] == 2  # frozen trunks share one cache; partial-joint runs another

@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p5 import plan as p5_plan
+from mtp_core.papers.p5.plan import P5Plan
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts
@@ -71,7 +71,7 @@ def test_banks_and_frontiers(tiny_run):
     t2 = pd.read_csv(tiny_run / "results/tables/p5/table2.csv")
     assert set(t2["task"]) == {"HumanEval", "GSM8K (synthetic)", "ShareGPT"}
     assert ((t2["self"] - t2["biased"] - t2["Δ (self - biased)"]).abs() < 1e-9).all()
-    for f in p5_plan.FIGURES:
+    for f in P5Plan.FIGURES:
         assert (tiny_run / f"results/figures/p5/{f}.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -91,11 +91,11 @@ def test_heads_training_record_and_disjoint_splits(tiny_run):
 
 @pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml"])
 def test_dry_run_dag_other_scales(config, dry_run):
-    cfg = load_config(REPO / config)
+    plan = P5Plan(load_config(REPO / config))
     counts = job_counts(dry_run(config, "papers"))
-    assert counts["p5_frontier"] == len(p5_plan.search_heads(cfg)) == 1
+    assert counts["p5_frontier"] == len(plan.search_heads()) == 1
     assert counts["p5_decode"] == 3 and counts["p5_table"] == 2
-    trained = len(p5_plan.trained_heads(cfg))
+    trained = len(plan.trained_heads())
     assert counts.get("p5_train_heads", 0) == trained and counts.get("p5_import_heads", 0) == 2 - trained
 
 

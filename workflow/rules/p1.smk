@@ -1,12 +1,11 @@
 # Paper 1: MTP via self-distillation. Training runs (main recipe and the
 # ablations of Tables 3-5), the decoding sweep (Static k, ConfAdapt tau) of every final student and of the
 # training-dynamics exports, the step-0 baseline, the confidence analysis of Figure 6, Tables 1-5 and
-# Figures 5-11. Every name comes from `mtp_core.papers.p1.plan` through the helpers in
-# p1_helpers.smk.
+# Figures 5-11. Every name comes from the paper's plan (`mtp_core.papers.p1.plan`).
 #   snakemake -c2 results/tables/p1/table4.csv     one table (trains and evaluates the runs it shows)
 #   snakemake -c2 p1_bda                           one ablation run: training + every evaluation it is in
 
-include: "p1_helpers.smk"
+P1 = paper_plan("p1")
 
 
 # Training runs through the submitit launcher (`mtp_core.train.launch`, cluster from config `launcher`): a local
@@ -16,25 +15,26 @@ include: "p1_helpers.smk"
 # (exports/) and train.json.job.json (which the launcher re-attaches to after a restart) must survive.
 rule p1_train:
     input:
-        unpack(p1_train_inputs),
+        model=lambda wc: model_input(P1.run(wc.run).model),
+        data=lambda wc: train_data_path(P1.run(wc.run).dataset),
     output:
-        record=p1_train_record("{run}"),
-        model=directory(p1_final_model("{run}")),
+        record=P1.train_record("{run}"),
+        model=directory(P1.final_model("{run}")),
     params:
-        settings=p1_train_settings,
-        run_dir=lambda wc: p1_run_dir(wc.run),
+        settings=lambda wc: shell_json(P1.run_settings(wc.run)),  # a rerun trigger
+        run_dir=with_wildcards(P1.run_dir),
         python=PYTHON,
     wildcard_constraints:
-        run=wildcard_choice(p1_runs()),
+        run=wildcard_choice(P1.s.runs),
     log:
         f"{LOGS}/p1/train/{{run}}.log",
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/p1/train/{{run}}.tsv"
     localrule: True
-    threads: training_threads(lambda wc: p1plan.launcher_settings(config, wc.run))
-    resources:
+    threads: training_threads(with_wildcards(P1.launcher_settings))
+    resources:  # where and how the run trains: moving it to another cluster or partition must not retrain it
         submitit_jobs=1,
-        launcher=p1_launcher,
+        launcher=lambda wc: shell_json(P1.launcher_settings(wc.run)),
     shell:
         "{params.python} -m mtp_core.cli train --method p1 --output {output.record} --run-dir {params.run_dir}"
         " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
@@ -42,20 +42,21 @@ rule p1_train:
 
 rule p1_evaluate:
     input:
-        unpack(p1_eval_inputs),
+        unpack(lambda wc: task_inputs(wc.task)),
+        checkpoint=lambda wc: P1.final_model(wc.run),
     output:
-        results=expand(p1plan.result_path("{{run}}", "{{task}}", "{label}"), label=list(P1_SWEEP)),
+        results=P1.job_results("{run}", "{task}", "final"),
     params:
-        model=lambda wc: p1plan.run_plan(config, wc.run).model,
+        model=lambda wc: P1.run(wc.run).model,
         task=lambda wc: wc.task,
         run=lambda wc: wc.run,
-        decoders=P1_SWEEP,
-        settings=lambda wc: p1plan.eval_settings(config, wc.task),
-        dtype=p1plan.eval_dtype(config) if P1 else None,
-        checkpoint=lambda wc: p1_final_model(wc.run),
+        decoders=P1.sweep(),
+        settings=lambda wc: P1.eval_settings(wc.task),
+        dtype=P1.s.evaluation["dtype"],
+        checkpoint=lambda wc: P1.final_model(wc.run),
     wildcard_constraints:
-        run=wildcard_choice(sorted({j.label for j in p1_jobs("final")})),
-        task=wildcard_choice(sorted({j.task for j in p1_jobs("final")})),
+        run=wildcard_choice(sorted({j.label for j in P1.all_jobs("final")})),
+        task=wildcard_choice(sorted({j.task for j in P1.all_jobs("final")})),
     log:
         f"{LOGS}/p1/evaluate/{{run}}/{{task}}.log",
     benchmark:
@@ -67,23 +68,22 @@ rule p1_evaluate:
 
 rule p1_evaluate_checkpoint:
     input:
-        unpack(p1_checkpoint_inputs),
+        unpack(lambda wc: task_inputs(wc.task)),
+        record=lambda wc: P1.train_record(wc.run),  # the run's exports exist once it is written
     output:
-        results=expand(
-            p1plan.result_path("{{run}}@step{{step}}", "{{task}}", "{label}"), label=list(P1_CHECKPOINT_SWEEP)
-        ),
+        results=P1.job_results("{run}@step{step}", "{task}", "checkpoint"),
     params:
-        model=lambda wc: p1plan.run_plan(config, wc.run).model,
+        model=lambda wc: P1.run(wc.run).model,
         task=lambda wc: wc.task,
-        run=lambda wc: p1plan.checkpoint_label(wc.run, wc.step),
-        decoders=P1_CHECKPOINT_SWEEP,
-        settings=lambda wc: p1plan.eval_settings(config, wc.task),
-        dtype=p1plan.eval_dtype(config) if P1 else None,
-        checkpoint=lambda wc: p1_export_dir(wc.run, wc.step),
+        run=lambda wc: P1.checkpoint_label(wc.run, wc.step),
+        decoders=P1.sweep(checkpoint=True),
+        settings=lambda wc: P1.eval_settings(wc.task),
+        dtype=P1.s.evaluation["dtype"],
+        checkpoint=lambda wc: P1.export_dir(wc.run, wc.step),
     wildcard_constraints:
-        run=wildcard_choice(sorted({j.run for j in p1_jobs("checkpoint")})),
+        run=wildcard_choice(sorted({j.run for j in P1.all_jobs("checkpoint")})),
         step=r"\d+",
-        task=wildcard_choice(sorted({j.task for j in p1_jobs("checkpoint")})),
+        task=wildcard_choice(sorted({j.task for j in P1.all_jobs("checkpoint")})),
     log:
         f"{LOGS}/p1/evaluate/{{run}}@step{{step}}/{{task}}.log",
     benchmark:
@@ -97,18 +97,18 @@ rule p1_evaluate_checkpoint:
 # model on the same task with the same settings, its result is relabelled instead of decoded again.
 rule p1_baseline:
     input:
-        unpack(p1_baseline_inputs),
+        unpack(lambda wc: P1.reused_baseline(wc.model, wc.task) or eval_inputs(wc)),
     output:
-        result=p1plan.result_path("{model}@step0", "{task}", p1plan.BASELINE_DECODER),
+        result=P1.result_path(P1.baseline_label("{model}"), "{task}", P1.BASELINE_DECODER),
     params:
         model=lambda wc: wc.model,
         task=lambda wc: wc.task,
-        run=lambda wc: p1plan.baseline_label(wc.model),
-        settings=lambda wc: p1plan.eval_settings(config, wc.task),
-        dtype=p1plan.eval_dtype(config) if P1 else None,
+        run=lambda wc: P1.baseline_label(wc.model),
+        settings=lambda wc: P1.eval_settings(wc.task),
+        dtype=P1.s.evaluation["dtype"],
     wildcard_constraints:
-        model=wildcard_choice(sorted({j.run for j in p1_jobs("baseline")})),
-        task=wildcard_choice(sorted({j.task for j in p1_jobs("baseline")})),
+        model=wildcard_choice(sorted({j.run for j in P1.all_jobs("baseline")})),
+        task=wildcard_choice(sorted({j.task for j in P1.all_jobs("baseline")})),
     log:
         f"{LOGS}/p1/baseline/{{model}}/{{task}}.log",
     benchmark:
@@ -121,18 +121,20 @@ rule p1_baseline:
 # Figure 6: the student's confidence in its own k-token rollouts vs the teacher's loss on them (validation).
 rule p1_confidence:
     input:
-        unpack(p1_confidence_inputs),
+        student=lambda wc: P1.final_model(wc.run),
+        base=lambda wc: model_input(P1.run(wc.run).model),
+        data=lambda wc: math_split(P1.run(wc.run).dataset, "validation"),
     output:
-        csv=p1_confidence_csv("{run}"),
-        summary=f"{RESULTS}/analysis/p1/{{run}}/confidence.json",
+        csv=P1.confidence_csv("{run}"),
+        summary=f"{P1.analysis_dir('{run}')}/confidence.json",
     params:
-        model=lambda wc: p1plan.run_plan(config, wc.run).model,
-        method=lambda wc: p1plan.run_plan(config, wc.run).method,
-        spec=p1plan.figure_spec(config, "fig6") if P1 else {},
-        mask_seed=p1plan.section(config).get("mask_seed", 0),
-        on_bad_row=lambda wc: dataset_on_bad_row(p1plan.run_plan(config, wc.run).dataset),
+        model=lambda wc: P1.run(wc.run).model,
+        method=lambda wc: P1.run(wc.run).method,
+        spec=P1.confidence(),
+        mask_seed=P1.s.mask_seed,
+        on_bad_row=lambda wc: dataset_on_bad_row(P1.run(wc.run).dataset),
     wildcard_constraints:
-        run=wildcard_choice([p1plan.figure_spec(config, "fig6")["run"]] if P1 else []),
+        run=wildcard_choice([P1.s.figures.fig6.run]),
     log:
         f"{LOGS}/p1/confidence/{{run}}.log",
     benchmark:
@@ -144,7 +146,7 @@ rule p1_confidence:
 
 rule p1_table:
     input:
-        results=p1_table_inputs,
+        results=lambda wc: P1.experiment_results(wc.table),
     output:
         csv=report(
             f"{RESULTS}/tables/p1/{{table}}.csv",
@@ -154,9 +156,9 @@ rule p1_table:
         ),
         md=f"{RESULTS}/tables/p1/{{table}}.md",
     params:
-        spec=lambda wc: p1_table_params(wc.table),
+        spec=with_wildcards(P1.table_params),
     wildcard_constraints:
-        table=wildcard_choice(p1plan.TABLES),
+        table=wildcard_choice(P1.TABLES),
     log:
         f"{LOGS}/tables/p1_{{table}}.log",
     localrule: True
@@ -166,7 +168,7 @@ rule p1_table:
 
 rule p1_pareto_figure:
     input:
-        results=p1_figure_inputs,
+        results=lambda wc: P1.experiment_results(wc.figure),
     output:
         png=report(
             f"{RESULTS}/figures/p1/{{figure}}.png",
@@ -178,9 +180,9 @@ rule p1_pareto_figure:
     params:
         kind="pareto",
         figure=lambda wc: wc.figure,
-        spec=lambda wc: p1_figure_params(wc.figure),
+        spec=with_wildcards(P1.figure_params),
     wildcard_constraints:
-        figure=wildcard_choice(p1plan.PARETO_FIGURES),
+        figure=wildcard_choice(P1.PARETO_FIGURES),
     log:
         f"{LOGS}/figures/p1_{{figure}}.log",
     localrule: True
@@ -190,7 +192,7 @@ rule p1_pareto_figure:
 
 rule p1_dynamics_figure:
     input:
-        results=p1_figure_inputs,
+        results=lambda wc: P1.experiment_results(wc.figure),
     output:
         png=report(
             f"{RESULTS}/figures/p1/{{figure}}.png",
@@ -202,9 +204,9 @@ rule p1_dynamics_figure:
     params:
         kind="dynamics",
         figure=lambda wc: wc.figure,
-        spec=lambda wc: p1_figure_params(wc.figure),
+        spec=with_wildcards(P1.figure_params),
     wildcard_constraints:
-        figure=wildcard_choice(p1plan.DYNAMICS_FIGURES),
+        figure=wildcard_choice(P1.DYNAMICS_FIGURES),
     log:
         f"{LOGS}/figures/p1_{{figure}}.log",
     localrule: True
@@ -214,7 +216,7 @@ rule p1_dynamics_figure:
 
 rule p1_confidence_figure:
     input:
-        csv=p1_confidence_csv(p1plan.figure_spec(config, "fig6")["run"]) if P1 else [],
+        csv=P1.confidence_csv(P1.s.figures.fig6.run),
     output:
         png=report(
             f"{RESULTS}/figures/p1/fig6.png",
@@ -226,7 +228,7 @@ rule p1_confidence_figure:
     params:
         kind="confidence",
         figure="fig6",
-        spec=p1plan.figure_spec(config, "fig6") if P1 else {},
+        spec=P1.confidence(),
     log:
         f"{LOGS}/figures/p1_fig6.log",
     localrule: True
@@ -236,11 +238,11 @@ rule p1_confidence_figure:
 
 # One named target per run, e.g. `snakemake -c2 p1_gt_supervision`: its training and every evaluation of it
 # that a table or figure reads.
-for _run in p1_runs():
+for _run in P1.s.runs:
 
     rule:
         name:
             f"p1_{_run}"
         input:
-            p1_run_results(_run),
+            P1.run_results(_run),
         localrule: True

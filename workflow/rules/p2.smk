@@ -1,24 +1,24 @@
 # Paper 2: MTP-D, cascaded MTP heads with Top-N KL self-distillation.
 # The frozen trunk's feature cache, head trainings (the MTP / MTP-D runs, ablations and looped extensions), greedy
 # references per trunk, AR / CAR per run from the teacher-forced simulation, the speed experiments (bench protocol)
-# and Tables 1-8, Figures 3-7, 9-14. Every name comes from `mtp_core.papers.p2.plan` through p2_helpers.smk.
+# and Tables 1-8, Figures 3-7, 9-14. Every name comes from the paper's plan (`mtp_core.papers.p2.plan`).
 #   snakemake -c2 results/tables/p2/table2.csv     one table (trains and evaluates the runs it shows)
 #   snakemake -c2 p2_mtpd_k4                        one run: its training and every evaluation of it
 
-include: "p2_helpers.smk"
+P2 = paper_plan("p2")
 
 
 # The frozen trunk's hidden states on the training windows, once for every run that reads them.
 rule p2_features:
     input:
-        unpack(p2_feature_inputs),
+        unpack(with_wildcards(P2.feature_inputs)),
     output:
-        directory(p2plan.feature_dir("{key}")),
+        directory(P2.feature_dir("{key}")),
     params:
-        spec=lambda wc: P2_FEATURES[wc.key],
-        model=lambda wc: P2_FEATURES[wc.key]["model"],
+        spec=lambda wc: P2.feature_keys()[wc.key],
+        model=lambda wc: P2.feature_keys()[wc.key]["model"],
     wildcard_constraints:
-        key=wildcard_choice(list(P2_FEATURES)),
+        key=wildcard_choice(list(P2.feature_keys())),
     log:
         f"{LOGS}/p2/features/{{key}}.log",
     benchmark:
@@ -32,25 +32,25 @@ rule p2_features:
 # export (heads, and the trunk when it trained); checkpoints/ and curves.csv survive a killed job.
 rule p2_train:
     input:
-        unpack(p2_train_inputs),
+        unpack(with_wildcards(P2.train_inputs)),
     output:
-        record=p2plan.run_record("{run}"),
-        model=directory(p2plan.run_model("{run}")),
+        record=P2.run_record("{run}"),
+        model=directory(P2.run_model("{run}")),
     params:
-        settings=p2_train_settings,
-        run_dir=lambda wc: p2plan.run_dir(wc.run),
+        settings=lambda wc: shell_json(P2.run_settings(wc.run)),  # a rerun trigger
+        run_dir=with_wildcards(P2.run_dir),
         python=PYTHON,
     wildcard_constraints:
-        run=wildcard_choice(p2_runs()),
+        run=wildcard_choice(P2.run_names()),
     log:
         f"{LOGS}/p2/train/{{run}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/p2/train/{{run}}.tsv"
     localrule: True
-    threads: training_threads(lambda wc: p2plan.launcher_settings(config, wc.run))
+    threads: training_threads(with_wildcards(P2.launcher_settings))
     resources:
         submitit_jobs=1,
-        launcher=p2_launcher,
+        launcher=lambda wc: shell_json(P2.launcher_settings(wc.run)),  # where and how it trains: not a param
     shell:
         "{params.python} -m mtp_core.cli train --method p2 --output {output.record} --run-dir {params.run_dir}"
         " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
@@ -60,17 +60,17 @@ rule p2_train:
 # main head's Top-N mass on the validation windows (Fig. 6).
 rule p2_reference:
     input:
-        unpack(p2_reference_inputs),
+        unpack(with_wildcards(P2.reference_inputs)),
     output:
-        results=[p2plan.reference_path("{main}", ps) for ps in (p2plan.prompt_sets(config) if P2 else [])],
-        topn_csv=p2plan.topn_path("{main}", "csv"),
-        topn=p2plan.topn_path("{main}", "json"),
+        results=[P2.reference_path("{main}", ps) for ps in P2.s.prompt_sets],
+        topn_csv=P2.topn_path("{main}", "csv"),
+        topn=P2.topn_path("{main}", "json"),
     params:
-        prompt_sets=p2plan.prompt_sets(config) if P2 else {},
-        windows=lambda wc: p2plan.windows_spec(config, wc.main),
-        settings={k: p2plan.section(config).get(k) for k in ("max_new_tokens", "reference_extra_tokens")},
+        prompt_sets=P2.s.prompt_sets,
+        windows=with_wildcards(P2.windows_spec),
+        settings={"max_new_tokens": P2.s.max_new_tokens, "reference_extra_tokens": P2.s.reference_extra_tokens},
     wildcard_constraints:
-        main=wildcard_choice(p2_mains()),
+        main=wildcard_choice(P2.mains()),
     log:
         f"{LOGS}/p2/reference/{{main}}.log",
     benchmark:
@@ -83,25 +83,21 @@ rule p2_reference:
 # AR / CAR of one run's heads at every draft count (teacher-forced simulation), and its validation metrics.
 rule p2_acceptance:
     input:
-        unpack(p2_acceptance_inputs),
+        unpack(with_wildcards(P2.acceptance_inputs)),
     output:
-        results=[
-            p2plan.acceptance_path("{run}", ps, p2plan.setting_label(d))
-            for ps in (p2plan.prompt_sets(config) if P2 else [])
-            for d in (p2plan.depths(config) if P2 else [])
-        ],
-        validation=p2plan.validation_path("{run}"),
+        results=P2.acceptance_outputs("{run}"),
+        validation=P2.validation_path("{run}"),
     params:
-        depths=p2plan.depths(config) if P2 else [],
-        prompt_sets=p2plan.prompt_sets(config) if P2 else {},
-        main=lambda wc: p2plan.main_of(config, wc.run),
-        heads=lambda wc: p2plan.heads_path(config, wc.run),
-        method=lambda wc: p2plan.run_plan(config, wc.run).method,
-        windows=lambda wc: p2plan.windows_spec(config, p2plan.main_of(config, wc.run)),
-        max_new_tokens=p2plan.section(config).get("max_new_tokens"),
-        base=lambda wc: p2_base_of(wc.run),
+        depths=P2.depths(),
+        prompt_sets=P2.s.prompt_sets,
+        main=with_wildcards(P2.main_of),
+        heads=with_wildcards(P2.heads_path),
+        method=lambda wc: P2.run(wc.run).method,
+        windows=lambda wc: P2.windows_spec(P2.main_of(wc.run)),
+        max_new_tokens=P2.s.max_new_tokens,
+        base=with_wildcards(P2.base_of),
     wildcard_constraints:
-        run=wildcard_choice(p2_runs()),
+        run=wildcard_choice(P2.run_names()),
     log:
         f"{LOGS}/p2/acceptance/{{run}}.log",
     benchmark:
@@ -113,23 +109,23 @@ rule p2_acceptance:
 
 # One bench per speed experiment (Fig. 4, Fig. 5, Table 8): greedy and its mtp-spec rows side by side, under each
 # decoding protocol (with a KV cache; without one, App. D's).
-for _exp in p2_speed_experiments():
+for _exp in P2.speed_experiments():
 
     rule:
         name:
             f"p2_speed_{_exp}"
         input:
-            **p2_speed_inputs(_exp),
+            **P2.speed_inputs(_exp),
         output:
-            results=p2exp.speed_outputs(config, _exp),
+            results=P2.speed_outputs(_exp),
         params:
             experiment=_exp,
-            trunks=p2exp.speed_trunks(config, _exp),
-            decoders=p2exp.speed_decoders(config, _exp),
-            refs=p2exp.speed_refs(config, _exp),
-            prompt_sets=p2plan.prompt_sets(config),
-            speed=p2plan.section(config)["speed"],
-            bench=p2exp.speed_bench(config),
+            trunks=P2.speed_trunks(_exp),
+            decoders=P2.speed_decoders(_exp),
+            refs=P2.speed_refs(_exp),
+            prompt_sets=P2.s.prompt_sets,
+            speed=vars(P2.s.speed),
+            bench=P2.bench_settings(),
         log:
             f"{LOGS}/p2/speed/{_exp}.log",
         benchmark:
@@ -141,7 +137,7 @@ for _exp in p2_speed_experiments():
 
 rule p2_table:
     input:
-        p2_report_inputs,
+        lambda wc: P2.experiment_inputs(wc.table),
     output:
         csv=report(
             f"{RESULTS}/tables/p2/{{table}}.csv",
@@ -152,9 +148,9 @@ rule p2_table:
         md=f"{RESULTS}/tables/p2/{{table}}.md",
     params:
         kind="table",
-        spec=lambda wc: p2exp.report_params(config, wc.table),
+        spec=lambda wc: P2.report_params(wc.table),
     wildcard_constraints:
-        table=wildcard_choice(p2exp.TABLES),
+        table=wildcard_choice(P2.TABLES),
     log:
         f"{LOGS}/tables/p2_{{table}}.log",
     localrule: True
@@ -164,7 +160,7 @@ rule p2_table:
 
 rule p2_figure:
     input:
-        p2_report_inputs,
+        lambda wc: P2.experiment_inputs(wc.figure),
     output:
         png=report(
             f"{RESULTS}/figures/p2/{{figure}}.png",
@@ -175,9 +171,9 @@ rule p2_figure:
         pdf=f"{RESULTS}/figures/p2/{{figure}}.pdf",
     params:
         kind="figure",
-        spec=lambda wc: p2exp.report_params(config, wc.figure),
+        spec=lambda wc: P2.report_params(wc.figure),
     wildcard_constraints:
-        figure=wildcard_choice(p2exp.FIGURES),
+        figure=wildcard_choice(P2.FIGURES),
     log:
         f"{LOGS}/figures/p2_{{figure}}.log",
     localrule: True
@@ -186,11 +182,11 @@ rule p2_figure:
 
 
 # One named target per run, e.g. `snakemake -c2 p2_mtpd_k4`: its training and every evaluation of it.
-for _run in p2_runs():
+for _run in P2.run_names():
 
     rule:
         name:
             f"p2_{_run}"
         input:
-            p2_run_results(_run),
+            P2.run_results(_run),
         localrule: True

@@ -3,23 +3,23 @@
 # or imported from a published checkpoint, the tree search (offline simulation at T 0, the paper's rollouts at T > 0),
 # its debiasing, the throughput frontier (EntMTP*), the scheduler's bank, τ (EntMTPτ) and ladder (EntMTP-) and the
 # regime analysis per (heads, task) on calibration prompts, one decoding job per task (Table 1's methods, bench
-# protocol), Tables 1-2 and Figures 1-5. Every name comes from `mtp_core.papers.p5.plan` through p5_helpers.smk.
+# protocol), Tables 1-2 and Figures 1-5. Every name comes from the paper's plan (`mtp_core.papers.p5.plan`).
 #   snakemake -c2 results/tables/p5/table1.csv            Table 1 (trains the heads, searches, decodes)
 #   snakemake -c2 results/analysis/p5/hydra/gsm8k/bank.json   the frontiers and banks of the hydra heads
 
-include: "p5_helpers.smk"
+P5 = paper_plan("p5")
 
 
 rule p5_split:
     input:
-        **p5_math_inputs(),
+        **P5.split_inputs(),
     output:
-        **p5_split_outputs(),
-        report=p5plan.SPLIT_REPORT,
+        **P5.split_outputs(),
+        report=P5.SPLIT_REPORT,
     params:
-        tasks=p5plan.tasks(config) if P5 else {},
-        seed=p5plan.section(config).get("split_seed", 123),
-        prompt_format=p5plan.section(config).get("prompt_format", "chat"),
+        tasks=P5.section["tasks"],
+        seed=P5.s.split_seed,
+        prompt_format=P5.s.prompt_format,
         on_bad_row=config["on_bad_row"],
     log:
         f"{LOGS}/p5/split.log",
@@ -33,13 +33,13 @@ rule p5_split:
 # The model's greedy answers to every task's training prompts, with its hidden states (the heads' training data).
 rule p5_selfdistill:
     input:
-        model=model_input(p5plan.model(config)) if P5 else [],
-        train=[p5plan.split_path(t, "train") for t in p5_tasks()],
+        model=model_input(P5.s.model),
+        train=P5.split_files("train"),
     output:
-        data=directory(p5plan.selfdistill_dir(config) if P5 else f"{RESULTS}/data/p5/selfdistill/none"),
+        data=directory(P5.selfdistill_dir()),
     params:
-        tasks=p5_tasks(),
-        settings=p5plan.section(config).get("selfdistill", {}),
+        tasks=list(P5.s.tasks),
+        settings=P5.section["selfdistill"],
     log:
         f"{LOGS}/p5/selfdistill.log",
     benchmark:
@@ -53,26 +53,26 @@ rule p5_selfdistill:
 # are the launcher's record and the heads, so the resumable states survive a killed job.
 rule p5_train_heads:
     input:
-        model=model_input(p5plan.model(config)) if P5 else [],
-        data=p5plan.selfdistill_dir(config) if P5 else [],
+        model=model_input(P5.s.model),
+        data=P5.selfdistill_dir(),
     output:
-        record=p5plan.heads_record("{heads}"),
-        heads=directory(p5plan.heads_dir("{heads}")),
+        record=P5.heads_record("{heads}"),
+        heads=directory(P5.heads_dir("{heads}")),
     params:
-        settings=p5_heads_settings,
-        run_dir=lambda wc: p5plan.heads_run_dir(wc.heads),
+        settings=lambda wc: shell_json(P5.heads_settings(wc.heads)),  # a rerun trigger
+        run_dir=with_wildcards(P5.heads_run_dir),
         python=PYTHON,
     wildcard_constraints:
-        heads=wildcard_choice(p5_trained_heads()),
+        heads=wildcard_choice(P5.trained_heads()),
     log:
         f"{LOGS}/p5/train/{{heads}}.log",
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/p5/train/{{heads}}.tsv"
     localrule: True
-    threads: training_threads(lambda wc: p5plan.launcher_settings(config, wc.heads))
-    resources:
+    threads: training_threads(lambda wc: P5.launcher_settings(wc.heads, "heads"))
+    resources:  # the launcher's settings: a resource, not a param (moving a training must not retrain it)
         submitit_jobs=1,
-        launcher=p5_launcher,
+        launcher=lambda wc: shell_json(P5.launcher_settings(wc.heads, "heads")),
     shell:
         "{params.python} -m mtp_core.cli train --method p5_heads --output {output.record} --run-dir {params.run_dir}"
         " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
@@ -81,14 +81,14 @@ rule p5_train_heads:
 # Published heads (paper scale: ankner/hydra-vicuna-7b-v1.3, FasterDecoding/medusa-vicuna-7b-v1.3) in our format.
 rule p5_import_heads:
     input:
-        model=model_input(p5plan.model(config)) if P5 else [],
-        stand_in=lambda wc: hub_mirror.inputs(config, p5plan.heads_spec(config, wc.heads).get("path")),
+        model=model_input(P5.s.model),
+        stand_in=lambda wc: hub_mirror.inputs(config, P5.s.heads[wc.heads].path),
     output:
-        heads=directory(p5plan.heads_dir("{heads}")),
+        heads=directory(P5.heads_dir("{heads}")),
     params:
-        spec=lambda wc: p5plan.heads_spec(config, wc.heads),
+        spec=lambda wc: P5.section["heads"][wc.heads],
     wildcard_constraints:
-        heads=wildcard_choice(p5_imported_heads()),
+        heads=wildcard_choice(P5.imported_heads()),
     log:
         f"{LOGS}/p5/import/{{heads}}.log",
     benchmark:
@@ -103,16 +103,18 @@ rule p5_import_heads:
 # decoding regime: the offline simulation at T 0, the paper's rollout engine at T > 0), the regime rows of App. A.
 rule p5_frontier:
     input:
-        unpack(p5_frontier_inputs),
+        model=model_input(P5.s.model),
+        heads=with_wildcards(P5.heads_dir),
+        calib=P5.split_files("calib"),
     output:
-        p5_frontier_outputs(),
+        P5.frontier_outputs(),
     params:
-        settings=lambda wc: vars(p5plan.frontier_settings(config)),
-        job=p5plan.frontier_job_settings(config) if P5 else {},
-        tasks=p5_tasks(),
-        out_dirs=lambda wc: [p5plan.analysis_dir(wc.heads, t) for t in p5_tasks()],
+        settings=vars(P5.frontier_settings()),
+        job=P5.frontier_job_settings(),
+        tasks=list(P5.s.tasks),
+        out_dirs=lambda wc: [P5.frontier_dir(wc.heads, t) for t in P5.s.tasks],
     wildcard_constraints:
-        heads=wildcard_choice(p5plan.search_heads(config) if P5 else []),
+        heads=wildcard_choice(P5.search_heads()),
     log:
         f"{LOGS}/p5/frontier/{{heads}}.log",
     benchmark:
@@ -126,16 +128,18 @@ rule p5_frontier:
 # check that the simulation predicts every heads decoder's forwards on these prompts.
 rule p5_decode:
     input:
-        unpack(p5_decode_inputs),
+        model=model_input(P5.s.model),
+        prompts=lambda wc: P5.split_path(wc.task, "test"),
+        heads=with_wildcards(P5.job_inputs),
     output:
-        results=p5_decode_outputs(),
-        check=p5_check_file("{task}"),
+        results=P5.decode_outputs(),
+        check=P5.check_file(),
     params:
-        decoders=lambda wc: p5plan.job_decoders(config, wc.task),
-        settings=p5plan.decode_settings(config) if P5 else {},
-        bench=p5plan.bench_settings(config) if P5 else {},
+        decoders=with_wildcards(P5.job_decoders),
+        settings=P5.decode_settings(),
+        bench=P5.bench_settings(),
     wildcard_constraints:
-        task=wildcard_choice(p5plan.decode_tasks(config) if P5 else []),
+        task=wildcard_choice(P5.decode_tasks()),
     log:
         f"{LOGS}/p5/decode/{{task}}.log",
     benchmark:
@@ -147,7 +151,7 @@ rule p5_decode:
 
 rule p5_table:
     input:
-        p5_table_inputs,
+        with_wildcards(P5.table_inputs),
     output:
         csv=report(
             f"{RESULTS}/tables/p5/{{table}}.csv",
@@ -158,13 +162,13 @@ rule p5_table:
         md=f"{RESULTS}/tables/p5/{{table}}.md",
     params:
         name=lambda wc: wc.table,
-        rows=p5plan.table1_rows(config) if P5 else [],
-        checks={t: p5_check_file(t) for t in (p5plan.decode_tasks(config) if P5 else [])},
-        table2=p5plan.table_spec(config, "table2") if P5 else {},
-        table2_heads=p5plan.table2_heads(config) if P5 else "",
-        titles={t: p5plan.task_title(config, t) for t in p5_tasks()},
+        rows=P5.table1_rows(),
+        checks={t: P5.check_file(t) for t in P5.decode_tasks()},
+        table2=P5.section["tables"]["table2"],
+        table2_heads=P5.table2_heads(),
+        titles=P5.task_titles(),
     wildcard_constraints:
-        table=wildcard_choice(p5plan.TABLES),
+        table=wildcard_choice(P5.TABLES),
     log:
         f"{LOGS}/tables/p5_{{table}}.log",
     benchmark:
@@ -177,19 +181,19 @@ rule p5_table:
 # All five figures in one job (they read the same frontier files).
 rule p5_figures:
     input:
-        p5plan.figure_inputs(config) if P5 else [],
+        P5.figure_inputs(),
     output:
         [
             report(f, caption="../report/p5_figures.rst", category="Paper 5", subcategory="Figures")
             if f.endswith(".png")
             else f
-            for name in p5plan.FIGURES
-            for f in p5plan.target_files(name)
+            for name in P5.FIGURES
+            for f in P5.target_files(name)
         ],
     params:
-        heads=p5plan.figure_heads(config) if P5 else "",
-        figures={f: p5plan.figure_spec(config, f) for f in p5plan.FIGURES} if P5 else {},
-        titles={t: p5plan.task_title(config, t) for t in p5_tasks()},
+        heads=P5.figure_heads(),
+        figures={f: P5.section["figures"][f] for f in P5.FIGURES},
+        titles=P5.task_titles(),
     log:
         f"{LOGS}/figures/p5.log",
     benchmark:

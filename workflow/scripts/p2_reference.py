@@ -2,7 +2,7 @@
 Top-N mass on the validation windows (`mtp_core.papers.p2.evaluate`).
 
 snakemake.input:   model (a base model's checkpoint or a run's export with its trained trunk), prompts, shards
-snakemake.params:  prompt_sets {set: prompts per category}, windows (plan.windows_spec),
+snakemake.params:  prompt_sets {set: prompts per category}, windows (P2Plan.windows_spec),
                    settings {max_new_tokens, reference_extra_tokens}
 snakemake.output:  results (one JSON per prompt set, in prompt_sets order), topn_csv, topn
 snakemake.wildcards: main

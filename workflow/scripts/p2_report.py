@@ -1,6 +1,6 @@
 """Paper 2: one table or figure (`mtp_core.papers.p2.report` / `.figures`) from the result files its rule reads.
 
-snakemake.params:  kind (table | figure), spec (plan.report_params: what it shows and where each file is)
+snakemake.params:  kind (table | figure), spec (P2Plan.report_params: what it shows and where each file is)
 snakemake.output:  csv + md (tables) or png + pdf (figures)
 """
 

@@ -11,13 +11,13 @@ snakemake.wildcards: task
 from mtp_core.bench.prompt_sets import load_rule_model
 from mtp_core.config.settings import config_hash
 from mtp_core.io import log_to_file, read_jsonl
-from mtp_core.papers.p5 import plan
 from mtp_core.papers.p5.jobs import decode_job
+from mtp_core.papers.p5.plan import P5Plan
 
 smk = snakemake
 log_to_file(smk.log[0])
 cfg = smk.config
-loaded = load_rule_model(cfg, plan.model(cfg), smk.input.get("model") or None)
+loaded = load_rule_model(cfg, P5Plan(cfg).s.model, smk.input.get("model") or None)
 bench = smk.params.bench
 decode_job(
     loaded,

@@ -108,7 +108,11 @@ class PaperPlan:
     def __init__(self, config: dict):
         self.config = config
         self.key = f"papers.{self.paper}"
-        self.s = typed(self.Settings, config["papers"][self.paper], self.key)
+        section = (config.get("papers") or {}).get(self.paper) or {}
+        if not section.get("enabled"):
+            raise ConfigError(f"{self.key}: paper {self.paper} is not enabled in this config (`{self.key}.enabled`)")
+        self.section = section  # as validated (defaults filled): what a job that takes a section as written reads
+        self.s = typed(self.Settings, section, self.key)
 
     # ------------------------------------------------------------------------------ tables and figures
 

@@ -62,21 +62,16 @@ class LeaderboardEntry:
     params_from: str | None = None
 
 
-def _nothing(config: dict) -> list:
-    return []
-
-
 @dataclass(frozen=True)
 class Paper:
     """What one paper registers (its name runs through config `papers.<name>`, `workflow/rules/<name>.smk`,
     `workflow/scripts/<name>_*.py`, `mtp_core/papers/<name>/` and `results/*/<name>/`).
 
-    * `plan`: its `config.plan.PaperPlan` subclass, from which `check`, `targets` and `leaderboard` come (a paper
-      with a plan gives none of the three; papers 1, 2, 4 and 5 still give the three as functions of the config).
-    * `check(config)`: the cross-references and settings of `papers.<name>` that the JSON schema cannot express
-      (called before any job, only when the paper is enabled); raises `config.settings.ConfigError` naming the key.
-    * `targets(config)`: the files `rule all` builds for it (when enabled).
-    * `leaderboard(config)`: its rows of the leaderboard (when enabled).
+    * `plan`: its `config.plan.PaperPlan` subclass, built over a validated config in which the paper is enabled;
+      its rule file reads it (`paper_plan` in common.smk), and so do the three questions the core asks:
+      `check(config)` (the cross-references and settings of `papers.<name>` the JSON schema cannot express, before
+      any job; raises `config.settings.ConfigError` naming the key), `targets(config)` (the files `rule all`
+      builds for it) and `leaderboard(config)` (its rows of the leaderboard).
     * `methods`: its training methods for the launcher (`train.launch`), by name.
     * `decoders`: the modules that register its `Decoder` classes (`register_decoder`), imported when the decoder
       registry is first asked (`decoding.decoders()`), so that loading a paper (the Snakefile, a table or figure
@@ -87,23 +82,26 @@ class Paper:
 
     name: str
     title: str
-    check: Callable[[dict], None] = _nothing
-    targets: Callable[[dict], list[str]] = _nothing
-    leaderboard: Callable[[dict], list[LeaderboardEntry]] = _nothing
+    plan: Callable[[dict], Any]
     methods: tuple[Method, ...] = ()
     decoders: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
-    plan: Callable[[dict], Any] | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"paper name {self.name!r}: p<number>, as in config `papers.p1`")
-        if self.plan is not None:
-            for hook in ("check", "targets", "leaderboard"):
-                object.__setattr__(self, hook, lambda config, hook=hook: getattr(self.plan(config), hook)())
 
     def enabled(self, config: dict) -> bool:
         return bool(((config.get("papers") or {}).get(self.name) or {}).get("enabled"))
+
+    def check(self, config: dict) -> None:
+        self.plan(config).check()
+
+    def targets(self, config: dict) -> list[str]:
+        return self.plan(config).targets()
+
+    def leaderboard(self, config: dict) -> list[LeaderboardEntry]:
+        return self.plan(config).leaderboard()
 
 
 _PAPERS: dict[str, Paper] = {}

@@ -73,9 +73,9 @@ def test_a_paper_registers_once():
     p1 = registry.papers()["p1"]
     assert registry.register_paper(p1) is p1  # the same object again: a no-op
     with pytest.raises(ValueError, match="registered twice"):
-        registry.register_paper(Paper("p1", "another paper 1", check=lambda c: None))
+        registry.register_paper(Paper("p1", "another paper 1", plan=lambda c: None))
     with pytest.raises(ValueError, match="p<number>"):
-        Paper("paper1", "x", check=lambda c: None)
+        Paper("paper1", "x", plan=lambda c: None)
 
 
 def test_an_enabled_paper_must_be_registered(monkeypatch):

@@ -8,14 +8,12 @@ Modules: `plan` (config section -> runs, evaluation jobs, result files, checks),
 """
 
 from ...config.registry import Method, Paper
-from . import plan
+from .plan import P1Plan
 
 PAPER = Paper(
     name="p1",
     title="MTP via self-distillation",
-    check=plan.check,
-    targets=plan.all_targets,
-    leaderboard=plan.leaderboard_entries,
+    plan=P1Plan,
     methods=(
         Method(
             "p1",

@@ -3,8 +3,8 @@ DeepSeek-style cascaded MTP heads (`mtp_core.models.heads.deepseek`) trained wit
 from the main head, extended by looping, and decoded by main-head-constrained speculative decoding (Algorithm 1)
 with AR / CAR per head.
 
-Modules: `plan` (config section -> runs, mains, settings, jobs, result files), `experiments` (tables, figures,
-speed experiments: what they show and read), `checks` (the config check), `losses` (Eqs. 1-5, 8-10, App. E.2.2),
+Modules: `plan` (`P2Plan`: config section -> runs, mains, settings, jobs, result files), `experiments` (its tables,
+figures, speed experiments: what they show and read), `checks` (its config check), `losses` (Eqs. 1-5, 8-10, App. E.2.2),
 `data` (shard windows, the feature cache), `train` (the model, step and launcher method `p2`), `decoder`
 (`mtp-spec`, App. D), `uncached` (decoding without a KV cache, App. D's timing protocol), `acceptance` (the
 teacher-forced simulation, Eqs. 6-7), `evaluate` (references, acceptance and validation jobs, Top-N mass), `speed`
@@ -12,14 +12,12 @@ teacher-forced simulation, Eqs. 6-7), `evaluate` (references, acceptance and val
 """
 
 from ...config.registry import Method, Paper
-from . import checks, experiments, plan
+from .plan import P2Plan
 
 PAPER = Paper(
     name="p2",
     title="MTP-D",
-    check=checks.check,
-    targets=experiments.all_targets,
-    leaderboard=plan.leaderboard_entries,
+    plan=P2Plan,
     methods=(
         Method(
             "p2",

@@ -1,4 +1,4 @@
-"""Paper 2's figures from the result files named by `plan.report_params`. Each figure's numbers come from a
+"""Paper 2's figures from the result files named by `plan.P2Plan.report_params`. Each figure's numbers come from a
 `*_series` function (what the figure plots, tested against hand-computed values), drawn by its figure function.
 
 * Figs 3, 11-14 (`loop_figure`): CAR and/or AR per head index under training-free loops (D drafts from K heads,
@@ -257,7 +257,7 @@ FIGURES = {
 
 
 def make_figure(params: dict, png: str, pdf: str) -> None:
-    """Figure `params["name"]` (plan.report_params) into `png` and `pdf`."""
+    """Figure `params["name"]` (`P2Plan.report_params`) into `png` and `pdf`."""
     if params["name"] not in FIGURES:
         raise ValueError(f"paper 2 has no figure {params['name']!r}")
     FIGURES[params["name"]](params, png, pdf)

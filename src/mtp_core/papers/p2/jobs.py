@@ -10,13 +10,14 @@ from ...data.prompts import first_per_category
 from ...io import read_jsonl
 from ...models.load import LoadedModel
 from ...models.plan import model_dir
-from . import plan
+from .plan import P2Plan
 
 
 def load_main(config: dict, main: str) -> LoadedModel:
-    """The trunk `main` names (`plan.main_of`): a declared model, or the trunk a run trained (its export)."""
-    if plan.is_run(config, main):
-        return load_rule_model(config, plan.run_plan(config, main).model, None, plan.run_model(main))
+    """The trunk `main` names (`P2Plan.main_of`): a declared model, or the trunk a run trained (its export)."""
+    plan = P2Plan(config)
+    if plan.is_run(main):
+        return load_rule_model(config, plan.run(main).model, None, plan.run_model(main))
     return load_rule_model(config, main, model_dir(config, main))
 
 

@@ -1,5 +1,6 @@
-"""Paper 2's experiment plan: the validated `papers.p2` section turned into trainings, jobs, result files, tables
-and figures. One place, used by the workflow (`workflow/rules/p2_helpers.smk`), the scripts and the tests.
+"""Paper 2's experiment plan (`P2Plan`): the validated `papers.p2` section (`settings.P2Settings`) turned into trainings,
+jobs, result files, tables and figures. One place, used by the workflow (`workflow/rules/p2.smk`), the scripts and
+the tests.
 
 Names (derived here only):
 
@@ -19,7 +20,7 @@ Names (derived here only):
 * **Settings** `h<D>`: decoding with D drafts, for every D of `depths` (each run's K and the `loops`), on every
   run (D < K: its first D heads; D > K: training-free looped extension, depth d drafting with head
   ((d-1) mod K)+1), so that the acceptance rule has the same outputs for every run.
-Tables, figures and the speed experiments: `experiments`; the checks: `checks`.
+Tables, figures and the speed experiments: `experiments` (`Experiments`); the checks: `checks` (`Checks`).
 
 * **Jobs and files**: `p2_features` (`results/models/p2/features/<key>/`), `p2_train`
   (`results/models/p2/<run>/{train.json, model/}`), `p2_reference` per main (greedy continuations of every prompt
@@ -36,24 +37,17 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...config import layout
 from ...config.plan import RunPlan as CoreRunPlan
-from ...config.plan import launcher_settings as run_launcher
-from ...config.plan import merged_run, paper_section, run_entry
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, deep_merge, model_spec
-from ...models.plan import model_dir
+from ...models.plan import model_dir, model_inputs
 from ...train.finetune import with_base_stamp
+from .checks import Checks
+from .experiments import FIGURES, REFERENCE, TABLES, Experiments, setting_label
+from .settings import P2Settings, Run
 
-RESULTS = "results"
-REFERENCE = "greedy"
 REPLICATE = re.compile(r"(.+)-seed([1-9][0-9]*)")  # `<run>-seed<i>`: seed replicate i of a declared run
-
-
-def section(config: dict) -> dict:
-    return paper_section(config, "p2")
-
-
-# ------------------------------------------------------------------------------------------------------ runs
 
 
 @dataclass(frozen=True)
@@ -64,299 +58,277 @@ class RunPlan(CoreRunPlan):
 
     @property
     def trunk_trained(self) -> bool:
-        return self.method.get("trunk", "frozen") != "frozen"
-
-
-def declared_runs(config: dict) -> dict[str, dict]:
-    """`papers.p2.runs` as written."""
-    return section(config).get("runs") or {}
-
-
-def seed_count(config: dict, run: str) -> int:
-    """How many trainings a declared run has (`seeds`; absent: one)."""
-    return int((declared_runs(config).get(run) or {}).get("seeds") or 1)
-
-
-def replicate_name(run: str, i: int) -> str:
-    return f"{run}-seed{i}"
-
-
-def replicates(config: dict, run: str) -> list[str]:
-    """The seed replicates of a declared run (module docstring), without the run itself."""
-    return [replicate_name(run, i) for i in range(1, seed_count(config, run))]
-
-
-def replica_of(config: dict, run: str) -> tuple[str, int]:
-    """(the declared run, the seed index) of a run name: a declared run is its own replicate 0; an unknown name
-    comes back as it is (whoever looks it up names it)."""
-    m = None if run in declared_runs(config) else REPLICATE.fullmatch(run)
-    if m and m[1] in declared_runs(config) and int(m[2]) < seed_count(config, m[1]):
-        return m[1], int(m[2])
-    return run, 0
-
-
-def run_names(config: dict) -> list[str]:
-    """Every training: the declared runs, each followed by its seed replicates."""
-    return [r for run in declared_runs(config) for r in (run, *replicates(config, run))]
-
-
-def run_plan(config: dict, run: str, _seen: tuple[str, ...] = ()) -> RunPlan:
-    """The merged settings of `run` (module docstring, `config.plan.merged_run`); an extension takes its source's
-    model, data and merged method, with the new heads added and the trunk and old heads frozen; a seed replicate
-    is its run with `train.seed + i`."""
-    base, i = replica_of(config, run)
-    if i:
-        plan = run_plan(config, base, _seen)
-        return replace(plan, name=run, train={**plan.train, "seed": int(plan.train.get("seed", 0)) + i})
-    ext = run_entry(config, "p2", run).get("extend")
-    if run in _seen:
-        raise ConfigError(f"papers.p2.runs.{run}.extend: a cycle ({' -> '.join((*_seen, run))})")
-    if not ext:
-        return merged_run(config, "p2", run, RunPlan)
-    src = run_plan(config, ext["from"], (*_seen, run))
-    method = deep_merge(src.method, run_entry(config, "p2", run).get("method"))
-    k_src = int(src.method.get("num_heads", 1))
-    method["num_heads"] = k_src + int(ext["new_heads"])
-    method.update(trunk="frozen", trunk_layers=0)  # the trunk (the source's, trained or not) and old heads freeze
-    group = ext.get("group") or (src.extend["group"] if src.extend else k_src)
-    plan = merged_run(config, "p2", run, RunPlan, extend={"source": "latest", **ext, "group": int(group)})
-    return replace(plan, model=src.model, dataset=src.dataset, method=method)
-
-
-def _method_key(config: dict, run: str, key: str, default: Any) -> Any:
-    """One top-level key of a run's merged method, without merging the rest (the plan asks for K and the trunk of
-    every run many times; `config.plan` deep-copies)."""
-    r = declared_runs(config).get(replica_of(config, run)[0])
-    if r is None:
-        raise ConfigError(f"papers.p2.runs: no run {run!r}")
-    r = r or {}
-    if key in (r.get("method") or {}):
-        return r["method"][key]
-    if r.get("extend"):
-        return _method_key(config, r["extend"]["from"], key, default)
-    return (section(config).get("method") or {}).get(key, default)
-
-
-def num_heads(config: dict, run: str) -> int:
-    ext = (declared_runs(config).get(replica_of(config, run)[0]) or {}).get("extend")
-    if ext:
-        return num_heads(config, ext["from"]) + int(ext["new_heads"])
-    return int(_method_key(config, run, "num_heads", 1))
-
-
-def run_dir(run: str) -> str:
-    return f"{RESULTS}/models/p2/{run}"
-
-
-def run_model(run: str) -> str:
-    """The run's export: its heads (and its trained trunk, when the trunk trained)."""
-    return f"{run_dir(run)}/model"
-
-
-def run_record(run: str) -> str:
-    return f"{run_dir(run)}/train.json"
-
-
-def main_of(config: dict, run: str) -> str:
-    """The trunk run decodes with: its base model (frozen trunk) or the run (a trained trunk, as its source's
-    for an extension)."""
-    r = declared_runs(config).get(replica_of(config, run)[0]) or {}
-    if r.get("extend"):
-        return main_of(config, r["extend"]["from"])
-    if _method_key(config, run, "trunk", "frozen") != "frozen":
-        return run
-    return r.get("model", section(config).get("model"))
-
-
-def is_run(config: dict, main: str) -> bool:
-    return replica_of(config, main)[0] in declared_runs(config)
-
-
-def heads_path(config: dict, run: str) -> str:
-    """The directory a decoder reads the heads of `run` from (`train.heads_dir`)."""
-    return f"{run_model(run)}/heads" if run_plan(config, run).trunk_trained else run_model(run)
-
-
-# ------------------------------------------------------------------------------------------- features
-
-
-def feature_key(config: dict, run: str) -> str | None:
-    """The feature cache a run reads (None: it runs its trunk). Runs of one key read the same rows."""
-    plan = run_plan(config, run)
-    m = plan.method
-    if plan.extend:
-        return None  # a continued pre-training stage: the source's trunk, run live (its windows differ in count)
-    trunk = m.get("trunk", "frozen")
-    if not m.get("feature_cache", True) or trunk == "all":
-        return None
-    layers = int(m.get("trunk_layers", 0))
-    return f"{plan.model}-{plan.dataset}-s{m.get('seq_len', 4096)}-w{m.get('window_seed', 0)}-t{layers}"
-
-
-def feature_dir(key: str) -> str:
-    return f"{RESULTS}/models/p2/features/{key}"
-
-
-def feature_keys(config: dict, runs: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Key -> {model, dataset, seq_len, val_tokens, window_seed, trunk_layers, rows (the most any run of it
-    reads)} for `runs` (default: all)."""
-    out: dict[str, dict[str, Any]] = {}
-    for run in run_names(config) if runs is None else runs:
-        key = feature_key(config, run)
-        if key is None:
-            continue
-        plan = run_plan(config, run)
-        m, t = plan.method, plan.train
-        rows = int(t["max_steps"]) * int(t.get("global_batch_size", 128))
-        entry = out.setdefault(
-            key,
-            {
-                "model": plan.model,
-                "dataset": plan.dataset,
-                "seq_len": int(m.get("seq_len", 4096)),
-                "val_tokens": int(m.get("val_tokens", 100_000)),
-                "window_seed": int(m.get("window_seed", 0)),
-                "trunk_layers": int(m.get("trunk_layers", 0)),
-                "rows": 0,
-            },
-        )
-        entry["rows"] = max(entry["rows"], rows)
-    return out
-
-
-# ------------------------------------------------------------------------------------------- trainings
+        return self.method["trunk"] != "frozen"
 
 
 def shards_index(dataset: str) -> str:
-    return f"{RESULTS}/data/{dataset}/shards/index.json"
+    return f"{layout.data_dir(dataset)}/shards/index.json"
 
 
-def run_settings(config: dict, run: str) -> dict:
-    """Settings of method `p2` (`settings.launch_check`) for `run`."""
-    plan = run_plan(config, run)
-    key = feature_key(config, run)
-    extend = None
-    if plan.extend:
-        e = plan.extend
-        extend = {"heads": run_model(e["from"]), "new_heads": int(e["new_heads"]), "group": e["group"]}
-        extend["source"] = e["source"]
-    return with_base_stamp(
-        {
-            "model": model_spec(config, plan.model),
-            "base_dir": model_dir(config, plan.model),
-            "trunk_dir": run_model(main) if plan.extend and is_run(config, main := main_of(config, run)) else None,
-            "shards": shards_index(plan.dataset),
-            "features": feature_dir(key) if key else None,
-            "extend": extend,
-            "train": plan.train,
-            "p2": plan.method,
-        },
-        config,
-        plan.model,
-    )
+class P2Plan(Experiments, Checks):
+    """Paper 2's plan over a validated config (module docstring)."""
 
+    paper = "p2"
+    Settings = P2Settings
+    TABLES = TABLES
+    FIGURES = FIGURES
 
-def launcher_settings(config: dict, run: str) -> dict:
-    """`config.plan.launcher_settings` of run `run` (a seed replicate: its run's)."""
-    return run_launcher(config, "p2", replica_of(config, run)[0])
+    # ------------------------------------------------------------------------------------------------------ runs
+
+    def seed_count(self, run: str) -> int:
+        """How many trainings a declared run has (`seeds`; absent: one)."""
+        r = self.s.runs.get(run)
+        return (r and r.seeds) or 1
+
+    def replicates(self, run: str) -> list[str]:
+        """The seed replicates of a declared run (module docstring), without the run itself."""
+        return [f"{run}-seed{i}" for i in range(1, self.seed_count(run))]
+
+    def replica_of(self, run: str) -> tuple[str, int]:
+        """(the declared run, the seed index) of a run name: a declared run is its own replicate 0; an unknown name
+        comes back as it is (whoever looks it up names it)."""
+        m = None if run in self.s.runs else REPLICATE.fullmatch(run)
+        if m and m[1] in self.s.runs and int(m[2]) < self.seed_count(m[1]):
+            return m[1], int(m[2])
+        return run, 0
+
+    def declared(self, run: str) -> Run:
+        """The declared run of `run` (a seed replicate: its run's); ConfigError for another name."""
+        r = self.s.runs.get(self.replica_of(run)[0])
+        if r is None:
+            raise ConfigError(f"papers.p2.runs: no run {run!r} (runs: {', '.join(self.s.runs)})")
+        return r
+
+    def run_names(self) -> list[str]:
+        """Every training: the declared runs, each followed by its seed replicates."""
+        return [r for run in self.s.runs for r in (run, *self.replicates(run))]
+
+    def run(self, name: str, _seen: tuple[str, ...] = ()) -> RunPlan:  # type: ignore[override]
+        """The merged settings of run `name` (module docstring, `PaperPlan.run`); an extension takes its source's
+        model, data and merged method, with the new heads added and the trunk and old heads frozen; a seed replicate
+        is its run with `train.seed + i`."""
+        base, i = self.replica_of(name)
+        if i:
+            plan = self.run(base, _seen)
+            return replace(plan, name=name, train={**plan.train, "seed": int(plan.train["seed"]) + i})
+        r = self.declared(name)
+        if name in _seen:
+            raise ConfigError(f"papers.p2.runs.{name}.extend: a cycle ({' -> '.join((*_seen, name))})")
+        if not r.extend:
+            return super().run(name, RunPlan)
+        src = self.run(r.extend["from"], (*_seen, name))
+        method = deep_merge(src.method, r.method)
+        k_src = int(src.method["num_heads"])
+        method["num_heads"] = k_src + int(r.extend["new_heads"])
+        method.update(trunk="frozen", trunk_layers=0)  # the trunk (the source's, trained or not) and old heads freeze
+        group = r.extend.get("group") or (src.extend["group"] if src.extend else k_src)
+        plan = super().run(name, RunPlan, extend={**r.extend, "group": int(group)})
+        return replace(plan, model=src.model, dataset=src.dataset, method=method)
+
+    def _method_key(self, run: str, key: str) -> Any:
+        """One top-level key of a run's merged method, without merging the rest (the plan asks for K and the trunk of
+        every run many times; `config.plan` deep-copies)."""
+        r = self.declared(run)
+        if key in (r.method or {}):
+            return r.method[key]
+        return self._method_key(r.extend["from"], key) if r.extend else self.s.method[key]
+
+    def num_heads(self, run: str) -> int:
+        ext = self.declared(run).extend
+        return self.num_heads(ext["from"]) + int(ext["new_heads"]) if ext else int(self._method_key(run, "num_heads"))
+
+    def run_model(self, run: str) -> str:
+        """The run's export: its heads (and its trained trunk, when the trunk trained)."""
+        return f"{self.run_dir(run)}/model"
+
+    def run_record(self, run: str) -> str:
+        return f"{self.run_dir(run)}/train.json"
+
+    def main_of(self, run: str) -> str:
+        """The trunk run decodes with: its base model (frozen trunk) or the run (a trained trunk, as its source's
+        for an extension)."""
+        r = self.declared(run)
+        if r.extend:
+            return self.main_of(r.extend["from"])
+        return run if self._method_key(run, "trunk") != "frozen" else r.model or self.s.model
+
+    def is_run(self, main: str) -> bool:
+        return self.replica_of(main)[0] in self.s.runs
+
+    def heads_path(self, run: str) -> str:
+        """The directory a decoder reads the heads of `run` from (`train.heads_dir`)."""
+        return f"{self.run_model(run)}/heads" if self.run(run).trunk_trained else self.run_model(run)
+
+    def trunk_input(self, main: str) -> list[str]:
+        """What loading main `main` reads: a base model's checkpoint, or the run's export holding its trained trunk."""
+        return [self.run_model(main)] if self.is_run(main) else model_inputs(self.config, main)
+
+    def base_of(self, run: str) -> str | None:
+        """The untrained trunk of a run that trained its trunk (its KL(base ‖ main)), else None."""
+        trained = self.is_run(self.main_of(run))
+        return self.run(run).model if trained and self.pretrained_base() else None
+
+    def pretrained_base(self) -> bool:
+        """Whether the section's model is a pretrained base that trained trunks are compared with (identity of greedy
+        outputs, KL(base ‖ main)); not for a scratch model, whose runs train it from random weights."""
+        return self.config["models"][self.s.model]["source"] != "scratch"
+
+    # -------------------------------------------------------------------------------------------------- features
+
+    def feature_key(self, run: str) -> str | None:
+        """The feature cache a run reads (None: it runs its trunk). Runs of one key read the same rows."""
+        plan = self.run(run)
+        m = plan.method
+        if plan.extend:
+            return None  # a continued pre-training stage: the source's trunk, run live (its windows differ in count)
+        if not m["feature_cache"] or m["trunk"] == "all":
+            return None
+        return f"{plan.model}-{plan.dataset}-s{m['seq_len']}-w{m['window_seed']}-t{int(m['trunk_layers'])}"
+
+    def feature_dir(self, key: str) -> str:
+        return f"{self.run_dir('features')}/{key}"
+
+    def feature_keys(self) -> dict[str, dict[str, Any]]:
+        """Key -> {model, dataset, seq_len, val_tokens, window_seed, trunk_layers, rows (the most any run of it
+        reads)}."""
+        out: dict[str, dict[str, Any]] = {}
+        for run in self.run_names():
+            key = self.feature_key(run)
+            if key is None:
+                continue
+            plan = self.run(run)
+            m, t = plan.method, plan.train
+            keys = ("seq_len", "val_tokens", "window_seed", "trunk_layers")
+            entry = out.setdefault(
+                key, {"model": plan.model, "dataset": plan.dataset, **{k: int(m[k]) for k in keys}, "rows": 0}
+            )
+            entry["rows"] = max(entry["rows"], int(t["max_steps"]) * int(t["global_batch_size"]))
+        return out
+
+    def feature_inputs(self, key: str) -> dict[str, Any]:
+        f = self.feature_keys()[key]
+        return {"model": model_inputs(self.config, f["model"]), "shards": shards_index(f["dataset"])}
+
+    # ------------------------------------------------------------------------------------------------- trainings
+
+    def run_settings(self, run: str) -> dict:
+        """Settings of method `p2` (`settings.launch_check`) for `run`."""
+        plan, key = self.run(run), self.feature_key(run)
+        extend = None
+        if plan.extend:
+            e = plan.extend
+            extend = {"heads": self.run_model(e["from"]), "new_heads": int(e["new_heads"]), "group": e["group"]}
+            extend["source"] = e["source"]
+        main = self.main_of(run)
+        return with_base_stamp(
+            {
+                "model": model_spec(self.config, plan.model),
+                "base_dir": model_dir(self.config, plan.model),
+                "trunk_dir": self.run_model(main) if plan.extend and self.is_run(main) else None,
+                "shards": shards_index(plan.dataset),
+                "features": self.feature_dir(key) if key else None,
+                "extend": extend,
+                "train": plan.train,
+                "p2": plan.method,
+            },
+            self.config,
+            plan.model,
+        )
+
+    def train_inputs(self, run: str) -> dict[str, Any]:
+        plan, key = self.run(run), self.feature_key(run)
+        inputs: dict[str, Any] = {"model": model_inputs(self.config, plan.model), "shards": shards_index(plan.dataset)}
+        if key:
+            inputs["features"] = self.feature_dir(key)
+        if plan.extend:
+            inputs["source"] = self.run_model(plan.extend["from"])
+            inputs["trunk"] = self.trunk_input(self.main_of(run))
+        return inputs
+
+    def launcher_settings(self, run: str, table: str = "runs") -> dict:
+        """`PaperPlan.launcher_settings` of run `run` (a seed replicate: its run's)."""
+        return super().launcher_settings(self.replica_of(run)[0], table)
+
+    # ------------------------------------------------------------------------------------ settings and files
+
+    def depths(self) -> list[int]:
+        """The draft counts D every acceptance job simulates: each run's K and every loop depth."""
+        return sorted({self.num_heads(r) for r in self.run_names()} | {int(d) for d in self.s.loops})
+
+    def result(self, run: str, prompt_set: str, setting: str) -> str:
+        """A result on a prompt set: a main's reference (`greedy`), a run's acceptance at a setting."""
+        return self.result_path(run, layout.prompts_task(prompt_set), setting)
+
+    def reference_path(self, main: str, prompt_set: str) -> str:
+        return self.result(main, prompt_set, REFERENCE)
+
+    def topn_path(self, main: str, ext: str = "json") -> str:
+        return f"{self.analysis_dir(main)}/topn_mass.{ext}"
+
+    def validation_path(self, run: str) -> str:
+        return f"{self.analysis_dir(run)}/val.json"
+
+    def acceptance_outputs(self, run: str) -> list[str]:
+        return [self.result(run, ps, setting_label(d)) for ps in self.s.prompt_sets for d in self.depths()]
+
+    def run_results(self, run: str) -> list[str]:
+        """Every file of run `run` the tables and figures read (its named target `p2_<run>`)."""
+        return self.acceptance_outputs(run) + [self.validation_path(run)]
+
+    def windows_spec(self, main: str) -> dict[str, Any]:
+        """The windows a main's validation metrics and Top-N mass read: its run's (a trained trunk) or the section's
+        data and method (a base model)."""
+        if self.is_run(main):
+            plan = self.run(main)
+            dataset, m = plan.dataset, plan.method
+        else:
+            dataset, m = self.s.dataset, self.s.method
+        return {
+            "shards": shards_index(dataset),
+            **{k: int(m[k]) for k in ("seq_len", "val_tokens", "window_seed")},
+            "windows": self.s.validation_windows,
+        }
+
+    def reference_inputs(self, main: str) -> dict[str, Any]:
+        return {
+            "model": self.trunk_input(main),
+            "prompts": [layout.prompts(ps) for ps in self.s.prompt_sets],
+            "shards": self.windows_spec(main)["shards"],
+        }
+
+    def acceptance_inputs(self, run: str) -> dict[str, Any]:
+        main, base = self.main_of(run), self.base_of(run)
+        inputs = {
+            "run": self.run_model(run),
+            "main": self.trunk_input(main),
+            "references": [self.reference_path(main, ps) for ps in self.s.prompt_sets],
+            "shards": self.windows_spec(main)["shards"],
+        }
+        return inputs | ({"base": model_inputs(self.config, base)} if base else {})
+
+    def leaderboard(self) -> list[LeaderboardEntry]:
+        """Paper 2's rows (`papers.p2.leaderboard.rows`: {run, depth}): `mtp-spec` with the run's heads at D drafts
+        (D > K: the training-free loop) on the leaderboard model, or on the run's trained trunk."""
+        rows = []
+        for r in self.s.leaderboard.rows:
+            plan, k, main = self.run(r.run), self.num_heads(r.run), self.main_of(r.run)
+            depth = int(r.depth or k)
+            loop = f", loop to {depth}" if depth > k else ""
+            rows.append(
+                LeaderboardEntry(
+                    "p2",
+                    f"p2-{r.run}-{setting_label(depth)}",
+                    f"P2 {plan.title} K={k}{loop}",
+                    {"decoder": "mtp-spec", "heads": self.heads_path(r.run), "num_drafts": depth},
+                    checkpoint=self.run_model(main) if self.is_run(main) else None,
+                    model=plan.model,
+                    needs=(self.run_model(r.run),),
+                )
+            )
+        return rows
 
 
 def from_config(config: dict, run: str) -> tuple[dict, dict]:
     """The launcher's resolver of method `p2` (`--config C --run R`)."""
-    return run_settings(config, run), launcher_settings(config, run)
-
-
-# ------------------------------------------------------------------------------------ settings and files
-
-
-def loops(config: dict) -> list[int]:
-    return sorted({int(d) for d in section(config).get("loops") or []})
-
-
-def setting_label(depth: int) -> str:
-    return f"h{int(depth)}"
-
-
-def depths(config: dict) -> list[int]:
-    """The draft counts D every acceptance job simulates: each run's K and every loop depth."""
-    return sorted({num_heads(config, r) for r in run_names(config)} | set(loops(config)))
-
-
-def prompt_sets(config: dict) -> dict[str, int | None]:
-    """Prompt set -> prompts taken (`specbench`-like sets with categories: per category)."""
-    return dict(section(config).get("prompt_sets") or {})
-
-
-def reference_path(main: str, prompt_set: str) -> str:
-    return f"{RESULTS}/decode/p2/{main}/prompts-{prompt_set}/{REFERENCE}.json"
-
-
-def topn_path(main: str, ext: str = "json") -> str:
-    return f"{RESULTS}/analysis/p2/{main}/topn_mass.{ext}"
-
-
-def acceptance_path(run: str, prompt_set: str, setting: str) -> str:
-    return f"{RESULTS}/decode/p2/{run}/prompts-{prompt_set}/{setting}.json"
-
-
-def validation_path(run: str) -> str:
-    return f"{RESULTS}/analysis/p2/{run}/val.json"
-
-
-def acceptance_outputs(config: dict, run: str) -> list[str]:
-    return [acceptance_path(run, ps, setting_label(d)) for ps in prompt_sets(config) for d in depths(config)]
-
-
-def max_depth(config: dict) -> int:
-    return max(depths(config))
-
-
-def speed_label(run: str, depth: int) -> str:
-    return f"{run}-{setting_label(depth)}"
-
-
-def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
-    """Paper 2's rows (`papers.p2.leaderboard.rows`: {run, depth}): `mtp-spec` with the run's heads at D drafts
-    (D > K: the training-free loop) on the leaderboard model, or on the run's trained trunk."""
-    rows = []
-    for r in (section(config).get("leaderboard") or {}).get("rows", []):
-        run, plan = r["run"], run_plan(config, r["run"])
-        k = num_heads(config, run)
-        depth = int(r.get("depth") or k)
-        loop = f", loop to {depth}" if depth > k else ""
-        rows.append(
-            LeaderboardEntry(
-                "p2",
-                f"p2-{run}-{setting_label(depth)}",
-                f"P2 {plan.title} K={k}{loop}",
-                {"decoder": "mtp-spec", "heads": heads_path(config, run), "num_drafts": depth},
-                checkpoint=run_model(main_of(config, run)) if is_run(config, main_of(config, run)) else None,
-                model=plan.model,
-                needs=(run_model(run),),
-            )
-        )
-    return rows
-
-
-def windows_spec(config: dict, main: str) -> dict[str, Any]:
-    """The windows a main's validation metrics and Top-N mass read: its run's (a trained trunk) or the section's
-    data and method (a base model)."""
-    if is_run(config, main):
-        plan = run_plan(config, main)
-        dataset, m = plan.dataset, plan.method
-    else:
-        s = section(config)
-        dataset, m = s["dataset"], s.get("method") or {}
-    return {
-        "shards": shards_index(dataset),
-        "seq_len": int(m.get("seq_len", 4096)),
-        "val_tokens": int(m.get("val_tokens", 100_000)),
-        "window_seed": int(m.get("window_seed", 0)),
-        "windows": int(section(config).get("validation_windows", 64)),
-    }
-
-
-def pretrained_base(config: dict) -> bool:
-    """Whether the section's model is a pretrained base that trained trunks are compared with (identity of greedy
-    outputs, KL(base ‖ main)); not for a scratch model, whose runs train it from random weights."""
-    return config["models"][section(config)["model"]]["source"] != "scratch"
+    plan = P2Plan(config)
+    return plan.run_settings(run), plan.launcher_settings(run)

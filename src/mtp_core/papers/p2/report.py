@@ -1,4 +1,4 @@
-"""Paper 2's tables (Tables 1-8) from the result files named by `plan.report_params`; figures in `figures.py`.
+"""Paper 2's tables (Tables 1-8) from the result files named by `plan.P2Plan.report_params`; figures in `figures.py`.
 
 * Table 1 / Table 7: CAR / AR (%) per head H and benchmark (K = 1: AR), pooled over each prompt set's prompts
   (Eqs. 6-7), and "Mean": pooled over the prompts of every benchmark (`pooled_sets`; the paper's own averages, e.g.
@@ -62,7 +62,7 @@ def write(numeric: pd.DataFrame, shown: pd.DataFrame, csv: str | os.PathLike, md
 
 
 def run_counters(f: dict, ps: str, depth: int | None = None) -> list[HeadCounters]:
-    """Per-prompt counters of the run whose files are `f` (`experiments.run_files`) on prompt set `ps` at `depth`
+    """Per-prompt counters of the run whose files are `f` (`P2Plan.run_files`) on prompt set `ps` at `depth`
     drafts (default: its K)."""
     return prompt_counters(f["acceptance"][ps][str(depth or f["heads"])])
 
@@ -360,7 +360,7 @@ def hyper_table(params: dict, csv: str, md: str) -> None:
 
 
 def make_table(params: dict, csv: str, md: str) -> None:
-    """Table `params["name"]` (plan.report_params) into `csv` and `md`."""
+    """Table `params["name"]` (`P2Plan.report_params`) into `csv` and `md`."""
     name = params["name"]
     if name in ("table1", "table7"):
         car_ar_table(params, csv, md)

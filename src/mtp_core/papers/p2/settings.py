@@ -1,5 +1,6 @@
-"""Paper 2's training settings, importing no torch: the loss's (`P2LossConfig`), the method's (`P2Config`) and
-the launcher method's check (`launch_check`), which the workflow's plan checks run."""
+"""Paper 2's settings, importing no torch: the config section `papers.p2` (`P2Settings`, read by the plan), the
+loss's (`P2LossConfig`), the method's (`P2Config`) and the launcher method's check (`launch_check`), which the
+workflow's plan checks run."""
 
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def _absolute_extend(settings: dict) -> dict:
     return {**settings, "extend": {**settings["extend"], "heads": str(Path(settings["extend"]["heads"]).resolve())}}
 
 
-# settings (`plan.run_settings`): `model` (spec), `base_dir` (its prepared checkpoint), `base_stamp`, `trunk_dir` (an
+# settings (`P2Plan.run_settings`): `model` (spec), `base_dir` (its prepared checkpoint), `base_stamp`, `trunk_dir` (an
 # extension of a run that trained its trunk: that run's export, else None), `shards` (index.json), `features` (a
 # feature directory or None), `extend` ({heads, new_heads, group, source} or None), `train` (TrainConfig keys), `p2`
 # (P2Config keys); paths come back absolute
@@ -151,3 +152,142 @@ SETTINGS = MethodSettings(
     finish=_absolute_extend,
 )
 launch_check = SETTINGS.check
+
+
+# ----------------------------------------------------- the config section `papers.p2` (workflow/schemas/p2.schema.yaml)
+
+
+@dataclass(frozen=True)
+class Run:
+    """`runs.<name>`: what the run overrides (None: the section's)."""
+
+    title: str | None
+    model: str | None
+    dataset: str | None
+    method: dict[str, Any] | None
+    train: dict[str, Any] | None
+    launcher: dict[str, Any] | None
+    seeds: int | None
+    extend: dict[str, Any] | None  # {from, new_heads, group, source}
+
+
+@dataclass(frozen=True)
+class Speed:
+    per_set: int | None
+    max_new_tokens: int
+    batch_size: int
+    modeled: bool
+    bench: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RunsTable:
+    runs: list[str]
+
+
+@dataclass(frozen=True)
+class Table1:
+    blocks: list[RunsTable]
+
+
+@dataclass(frozen=True)
+class Table3:
+    """The configuration as run (no keys)."""
+
+
+@dataclass(frozen=True)
+class SpeedRow:
+    run: str
+    depth: int | None
+    title: str | None
+
+
+@dataclass(frozen=True)
+class SpeedExperiment:
+    runs: list[str] | None
+    rows: list[SpeedRow] | None
+    baseline: str
+    kv_cache: list[bool]
+
+
+@dataclass(frozen=True)
+class LoopFigure:
+    runs: list[str]
+    depth: int | None
+    prompt_set: str | None
+
+
+@dataclass(frozen=True)
+class RunFigure:
+    run: str
+
+
+@dataclass(frozen=True)
+class TopNFigure:
+    run: str | None
+
+
+@dataclass(frozen=True)
+class Tables:  # None: not configured
+    table1: Table1 | None
+    table2: RunsTable | None
+    table3: Table3 | None
+    table4: RunsTable | None
+    table5: RunsTable | None
+    table6: RunsTable | None
+    table7: RunsTable | None
+    table8: SpeedExperiment | None
+
+
+@dataclass(frozen=True)
+class Figures:  # None: not configured
+    fig3: LoopFigure | None
+    fig4: SpeedExperiment | None
+    fig5: SpeedExperiment | None
+    fig6: TopNFigure | None
+    fig7: RunFigure | None
+    fig9: RunsTable | None
+    fig10: RunFigure | None
+    fig11: LoopFigure | None
+    fig12: LoopFigure | None
+    fig13: LoopFigure | None
+    fig14: LoopFigure | None
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    run: str
+    depth: int | None
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    rows: list[LeaderboardRow]
+
+
+@dataclass(frozen=True)
+class P2Settings:
+    """`papers.p2` (workflow/schemas/p2.schema.yaml, which holds every default)."""
+
+    enabled: bool
+    model: str
+    dataset: str
+    prompt_sets: dict[str, int | None]  # prompt set -> prompts taken (sets with categories: per category)
+    max_new_tokens: int
+    reference_extra_tokens: int
+    loops: list[int]
+    validation_windows: int
+    method: dict[str, Any]  # P2Config keys
+    train: dict[str, Any]  # TrainConfig keys
+    launcher: dict[str, Any]
+    runs: dict[str, Run]
+    speed: Speed
+    tables: Tables
+    figures: Figures
+    leaderboard: Leaderboard
+    in_all: list[str] | None
+
+    @property
+    def bench(self) -> dict[str, int]:
+        """The bench overrides `PaperPlan.bench_settings` reads: the speed experiments' (`speed.bench`)."""
+        return self.speed.bench

@@ -1,7 +1,7 @@
 """Paper 2's speed experiments (§4.1 "Speedup Ratio": relative to DeepSeek MTP with K = 1; Figs 4-5, Table 8): the
 bench protocol (`bench.prompt_sets.decode_prompt_set`: same weights, prompts and threads, warm-up, interleaved order,
 per-batch medians; batch 1 greedy as in App. D) over greedy and `mtp-spec` rows, each under the experiment's
-decoding protocols (`experiments.speed_protocols`: with a KV cache, and App. D's without one, the paper's), a
+decoding protocols (`P2Plan.speed_protocols`: with a KV cache, and App. D's without one, the paper's), a
 protocol compared only with itself, then per row:
 
 * `speedup_vs_baseline` (the paper's metric) beside `speedup_vs_greedy`, overall and per prompt set;
@@ -98,7 +98,7 @@ def speed_job(
 ) -> dict[str, Any]:
     """Bench the greedy rows (one per trunk and protocol) and the `mtp-spec` rows side by side, then add the
     paper's speedup, the decoded counters and the modeled speed to each row's result (module docstring).
-    `trunks[label]`: the trunk the row decodes with; `refs[label]` (`experiments.speed_refs`): its greedy row (its
+    `trunks[label]`: the trunk the row decodes with; `refs[label]` (`P2Plan.speed_refs`): its greedy row (its
     trunk's, same protocol: identity and speed vs greedy), its baseline row and whether it keeps a KV cache; the
     first decoder is the first trunk's greedy row. `rows` carry their prompt set as category."""
     first = trunks[next(iter(decoders))]

@@ -28,14 +28,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ...config import layout
-from ...config.plan import PaperPlan, RunPlan
+from ...config.plan import RunPlan
 from ...config.registry import LeaderboardEntry
 from ...config.settings import dataset_on_bad_row, model_spec
 from ...data.rows import train_data_path
 from ...evaluate.tasks import task_dataset, task_inputs
 from ...models.plan import model_dir, model_inputs
 from ...train.finetune import with_base_stamp
-from .checks import check
+from .checks import Checks
 from .settings import QUALITY_TABLES, STEP_SEP, P4Settings
 
 SPEED_TABLE = "table3"
@@ -76,7 +76,7 @@ def untrained_label(run: str) -> str:
     return f"{run}{STEP_SEP}0"
 
 
-class P4Plan(PaperPlan):
+class P4Plan(Checks):
     paper = "p4"
     Settings = P4Settings
     TABLES = TABLES
@@ -429,9 +429,6 @@ class P4Plan(PaperPlan):
             rows.append(LeaderboardEntry("p4", f"p4-{spec.run}-dmtd-selected", title, {"decoder": "dmtd"}, checkpoint,
                                          plan.model, params_from=self.selected_tau_path(spec.run)))  # fmt: skip
         return rows
-
-    def check(self) -> None:
-        check(self)
 
 
 def from_config(config: dict, run: str) -> tuple[dict, dict]:

@@ -2,7 +2,8 @@
 trees for Medusa / Hydra heads, found offline (greedy acceptance frontier, debiasing, throughput frontier: EntMTP*)
 and switched at run time by an entropy / path-value scheduler (EntMTPτ, EntMTP-).
 
-Modules: `plan` (config section -> jobs, result paths), `checks` (the config checks before any job), `splits` (disjoint test / calibration / training
+Modules: `plan` (config section -> jobs, result paths: `P5Plan`), `checks` (its config checks before any job),
+`settings` (the config section's and the training's settings), `splits` (disjoint test / calibration / training
 prompts per task), `capture` (greedy continuations with hidden states), `selfdistill` and `train` (the heads'
 self-distillation data and training, launcher method `p5_heads`), `drafting` and `decoders` (`medusa`, `hydra`,
 `entmtp` on the tree core), `bank` (trees by id, the topology bank), `scheduler` (path-value score, policies),
@@ -14,14 +15,12 @@ Figures 1-5). The heads themselves are the core's (`mtp_core.models.heads.medusa
 """
 
 from ...config.registry import Method, Paper
-from . import checks, plan
+from .plan import P5Plan
 
 PAPER = Paper(
     name="p5",
     title="EntMTP",
-    check=checks.check,
-    targets=plan.all_targets,
-    leaderboard=plan.leaderboard_entries,
+    plan=P5Plan,
     methods=(
         Method(
             "p5_heads",

@@ -12,7 +12,7 @@ mtp-repro tree-search --config config/paper.yaml --model vicuna-7b-v1.3 --heads 
 Every setting defaults to the config's `papers.p5` section (its schema defaults where the file sets none), so
 `--config config/paper.yaml` searches with the paper's budgets, depths, tolerance, τ grid and decoding regime (T 0.7
 typical acceptance), and `config.yaml` with the embedded scale's. The engine follows the decoding regime
-(`papers.p5.plan.search_engine`): at temperature 0 the exact offline simulation (one greedy pass over the prompts,
+(`P5Plan.search_engine`): at temperature 0 the exact offline simulation (one greedy pass over the prompts,
 no forward per candidate tree), above 0 the paper's rollout engine (one decode of every prompt per added node;
 meant for a GPU); `--engine offline` with a temperature above 0 is refused. Both write the frontier job's files
 (`search.json`, `self.json`, `throughput.json`, `bank.json` for the `entmtp` decoder, `regimes.{json,csv}`,
@@ -36,12 +36,12 @@ def search_settings(config: dict, args: argparse.Namespace) -> tuple[Any, dict]:
     """`FrontierSettings` and the frontier job's settings: the config's `papers.p5`, then the flags given (every
     flag is honoured; contradictions are refused with the flag's name)."""
     from ...decoding.tree import published_trees
-    from . import plan
+    from .plan import P5Plan
     from .settings import rows_needed
 
-    s = plan.section(config)
-    if not {"search", "decoding", "calibration", "throughput"} <= set(s):
+    if "p5" not in (config.get("papers") or {}):
         raise InputError(f"--config {args.config}: no papers.p5 section to take tree-search's defaults from")
+    plan = P5Plan(config)  # a ConfigError (an InputError) names a key it lacks
     over = {
         "depths": None if args.depths is None else tuple(args.depths),
         "budgets": None if args.budgets is None else tuple(args.budgets),
@@ -56,25 +56,23 @@ def search_settings(config: dict, args: argparse.Namespace) -> tuple[Any, dict]:
         "include_greedy": args.include_greedy,
     }
     try:
-        settings = dataclasses.replace(
-            plan.frontier_settings(config), **{k: v for k, v in over.items() if v is not None}
-        )
+        settings = dataclasses.replace(plan.frontier_settings(), **{k: v for k, v in over.items() if v is not None})
     except ValueError as e:
         raise InputError(str(e)) from None
-    job = plan.frontier_job_settings(config)
-    regime = plan.decode_regime(config)
-    temperature = args.temperature if args.temperature is not None else float(regime.get("temperature", 0.0))
+    job, d = plan.frontier_job_settings(), plan.s.decoding
+    temperature = (
+        args.temperature if args.temperature is not None else float(plan.decode_regime().get("temperature", 0.0))
+    )
     if temperature < 0:
         raise InputError(f"--temperature {temperature}: must be >= 0")
     if temperature > 0:
-        d = s["decoding"]
         regime = {
             "acceptance": "typical",
             "temperature": temperature,
-            "posterior_threshold": d["posterior_threshold"]
+            "posterior_threshold": d.posterior_threshold
             if args.posterior_threshold is None
             else args.posterior_threshold,
-            "posterior_alpha": d["posterior_alpha"] if args.posterior_alpha is None else args.posterior_alpha,
+            "posterior_alpha": d.posterior_alpha if args.posterior_alpha is None else args.posterior_alpha,
         }
     elif args.posterior_threshold is not None or args.posterior_alpha is not None:
         raise InputError("--posterior-threshold / --posterior-alpha: typical acceptance only (a --temperature > 0)")

@@ -2,7 +2,7 @@
 history rows for one depth cap, and a `Run` of a tree or a scheduler policy over the calibration prompts (per
 prompt and step the tree, the accept length and whether the policy read a score; the tokens; the wall clock where
 the engine decoded). The debiasing, the throughput frontier and the τ and ladder sweeps are runs, priced by
-`throughput`. Two engines, the choice following the decoding regime (`plan.search_engine`):
+`throughput`. Two engines, the choice following the decoding regime (`P5Plan.search_engine`):
 
 * `OfflineEngine` (temperature 0, greedy acceptance; spec §4.2): the exact simulation on the calibration table,
   no forward. A decode at T 0 emits the trunk's greedy continuation whatever the tree, so every run reads the

@@ -1,5 +1,6 @@
-"""Paper 5's experiment plan: the validated `papers.p5` config section turned into jobs, result paths and decoder
-parameters (its checks: `papers.p5.checks`; used by `workflow/rules/p5*.smk`, the scripts and the tests).
+"""Paper 5's experiment plan: the validated `papers.p5` section (`settings.P5Settings`) turned into jobs, result paths
+and decoder parameters (its checks: `checks.Checks`, the plan's base; read by `workflow/rules/p5.smk`, the command
+line and the tests; the scripts get what they need as rule params and inputs).
 
 Names (all derived here):
 
@@ -22,153 +23,24 @@ Names (all derived here):
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Any
 
-from ...config.layout import figure_files, table_files
-from ...config.plan import launcher_settings as run_launcher
+from ...config import layout
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, model_spec
 from ...models.plan import model_dir
 from ...train.finetune import with_base_stamp
-from .settings import FrontierSettings
+from .checks import Checks
+from .settings import FrontierSettings, HeadsTrainConfig, P5Settings
 from .splits import SPLITS
 
-RESULTS = "results"
 REFERENCE = "greedy"
-TABLES = ("table1", "table2")
-FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5")
-FRONTIER_FIGURES = {"fig1": "acceptance", "fig4": "acceptance", "fig5": "acceptance", "fig2": "throughput"}
-HEADS_SOURCES = ("train", "hub", "local")
 DECODE_KEYS = ("acceptance", "temperature", "posterior_threshold", "posterior_alpha")
-HUMANEVAL_PROBLEMS = 164
-
-
-def section(config: dict) -> dict:
-    return (config.get("papers") or {}).get("p5") or {"enabled": False}
-
-
-def model(config: dict) -> str:
-    return section(config)["model"]
-
-
-def tasks(config: dict) -> dict[str, dict]:
-    return dict(section(config).get("tasks") or {})
-
-
-def task_title(config: dict, task: str) -> str:
-    return tasks(config)[task].get("title") or task
-
-
-# ------------------------------------------------------------------------------------------------- prompts
-
-
-def split_path(task: str, split: str) -> str:
-    return f"{RESULTS}/prompts/p5/{task}/{split}.jsonl"
-
-
-def split_files(config: dict) -> list[str]:
-    return [split_path(t, s) for t in tasks(config) for s in SPLITS]
-
-
-SPLIT_REPORT = f"{RESULTS}/prompts/p5/split_report.json"
-
-
-def math_datasets(config: dict) -> list[str]:
-    return list(dict.fromkeys(t["dataset"] for t in tasks(config).values() if t["source"] == "math"))
-
-
-# --------------------------------------------------------------------------------------------------- heads
-
-
-def heads_names(config: dict) -> list[str]:
-    return list(section(config).get("heads") or {})
-
-
-def heads_spec(config: dict, name: str) -> dict:
-    return dict((section(config).get("heads") or {})[name])
-
-
-def heads_source(config: dict, name: str) -> str:
-    return heads_spec(config, name).get("source", "train")
-
-
-def trained_heads(config: dict) -> list[str]:
-    return [h for h in heads_names(config) if heads_source(config, h) == "train"]
-
-
-def heads_run_dir(name: str) -> str:
-    return f"{RESULTS}/models/p5/heads/{name}"
-
-
-def heads_dir(name: str) -> str:
-    """The heads in the one save format (`heads.save_heads`): trained or imported."""
-    return f"{heads_run_dir(name)}/heads"
-
-
-def heads_record(name: str) -> str:
-    return f"{heads_run_dir(name)}/train.json"
-
-
-def selfdistill_dir(config: dict) -> str:
-    return f"{RESULTS}/data/p5/selfdistill/{model(config)}"
-
-
-HEADS_MODULE_KEYS = (
-    "arch",
-    "num_heads",
-    "num_layers",
-    "lm_head",
-    "draft_vocab",
-    "init",
-    "prefix",
-    "dropout",
-    "loss",
-    "head_weights",
-    "holdout",
-    "seed",
-)
-
-
-def heads_settings(config: dict, name: str) -> dict:
-    """Settings of `mtp-repro train --method p5_heads` for trained heads `name` (`settings.launch_check`)."""
-    spec = heads_spec(config, name)
-    train = {"threads": config.get("threads"), **copy.deepcopy(spec.get("train") or {}), "final_dir": "heads"}
-    return with_base_stamp(
-        {
-            "model": model_spec(config, model(config)),
-            "base_dir": model_dir(config, model(config)),
-            "data": selfdistill_dir(config),
-            "heads": {k: spec[k] for k in HEADS_MODULE_KEYS if k in spec},
-            "train": train,
-        },
-        config,
-        model(config),
-    )
-
-
-def launcher_settings(config: dict, name: str) -> dict:
-    """`config.plan.launcher_settings` of heads `name` (`papers.p5.heads.<name>.launcher`)."""
-    return run_launcher(config, "p5", name, "heads")
-
-
-def from_config(config: dict, run: str) -> tuple[dict, dict]:
-    """The launcher's resolver of method `p5_heads` (`--config C --run <heads name>`)."""
-    if run not in trained_heads(config):
-        raise ConfigError(f"papers.p5.heads: no trained heads {run!r} (trained: {', '.join(trained_heads(config))})")
-    return heads_settings(config, run), launcher_settings(config, run)
-
-
-# ------------------------------------------------------------------------------------------------ frontier
-
-
-def search_heads(config: dict) -> list[str]:
-    return list((section(config).get("search") or {}).get("heads") or [])
-
-
-def analysis_dir(heads: str, task: str) -> str:
-    return f"{RESULTS}/analysis/p5/{heads}/{task}"
-
-
+VANILLA_DECODERS = ("greedy", "sample")
+MATH_SPLITS = ("train", "validation", "test")
+HEADS_MODULE_KEYS = tuple(f.name for f in fields(HeadsTrainConfig))
 FRONTIER_FILES = (
     "table.npz",
     "table.json",
@@ -181,249 +53,270 @@ FRONTIER_FILES = (
 )
 
 
-def frontier_files(heads: str, task: str) -> list[str]:
-    return [f"{analysis_dir(heads, task)}/{f}" for f in FRONTIER_FILES]
+class P5Plan(Checks):
+    paper = "p5"
+    Settings = P5Settings
+    TABLES = ("table1", "table2")
+    FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5")
+    SPLIT_REPORT = str(Path(layout.prompts("p5/split_report")).with_suffix(".json"))  # beside the tasks' prompts
 
+    def task_title(self, task: str) -> str:
+        return self.s.tasks[task].title or task
 
-def frontier_settings(config: dict) -> FrontierSettings:
-    s = section(config)
-    search, sched, reg = s.get("search") or {}, s.get("scheduler") or {}, s.get("regimes") or {}
-    kw: dict[str, Any] = {
-        "depths": tuple(search.get("depths", (1, 2, 3, 4))),
-        "budgets": tuple(search.get("budgets", (16, 32, 64))),
-        "tolerance": float(search.get("tolerance", 0.4)),
-        "max_children_per_parent": int(search.get("max_children_per_parent", 10)),
-        "default_tree": search.get("default_tree", "mc_sim_7b_63"),
-        "frontier_mode": (s.get("debias") or {}).get("frontier_mode", "global"),
-        "candidate_mode": (s.get("throughput") or {}).get("candidate_mode", "per-depth-frontier"),
-        "score_feature": sched.get("score_feature", "path_value_greedy_depth4"),
-        "hysteresis": tuple(sched.get("hysteresis", (1.0, 0.5))),
-        "policy_period": int(sched.get("policy_period", 1)),
-        "regimes_tree": reg.get("tree", "mc_sim_7b_63"),
-        "target_accept": int(reg.get("target_accept", 1)),
-        "price_reps": int((s.get("throughput") or {}).get("reps", 5)),
-        "include_greedy": bool((s.get("throughput") or {}).get("include_greedy", False)),
-    }
-    if sched.get("taus") is not None:
-        kw["taus"] = tuple(float(t) for t in sched["taus"])
-    return FrontierSettings(**kw)
+    def task_titles(self) -> dict[str, str]:
+        return {t: self.task_title(t) for t in self.s.tasks}
 
+    # --------------------------------------------------------------------------------------------- prompts
 
-def decode_regime(config: dict) -> dict[str, Any]:
-    """The decoding regime of `papers.p5.decoding` (greedy acceptance, or typical with its temperature, posterior
-    threshold and alpha): what the heads methods decode with and the bank is chosen under."""
-    d = section(config)["decoding"]
-    if d["acceptance"] == "greedy":
-        return {"acceptance": "greedy"}
-    return {k: d[k] for k in DECODE_KEYS}
+    def split_path(self, task: str, split: str) -> str:
+        return layout.prompts(f"p5/{task}/{split}")
 
+    def split_files(self, split: str) -> list[str]:
+        """Every task's `split` prompts, in the order of `papers.p5.tasks`."""
+        return [self.split_path(t, split) for t in self.s.tasks]
 
-def search_engine(config: dict) -> str:
-    """The frontier's engine follows the decoding regime (`engines`): the exact offline simulation for greedy
-    acceptance (temperature 0), the paper's rollouts for typical acceptance (T > 0), where the simulation does
-    not hold; so a bank is always chosen in the regime its decoders run."""
-    return "offline" if decode_regime(config)["acceptance"] == "greedy" else "rollout"
+    def split_outputs(self) -> dict[str, str]:
+        """The split job's files by name, `<task>_<split>`."""
+        return {f"{t}_{s}": self.split_path(t, s) for t in self.s.tasks for s in SPLITS}
 
+    def split_inputs(self) -> dict[str, str]:
+        """The split files of the math datasets the tasks read, by name `<dataset>_<split>`."""
+        math = dict.fromkeys(t.dataset for t in self.s.tasks.values() if t.source == "math")
+        return {f"{d}_{s}": layout.data_split(d, s) for d in math for s in MATH_SPLITS}
 
-def frontier_job_settings(config: dict) -> dict:
-    """What the frontier job needs beside `FrontierSettings`: calibration, price measurement (with the decoding
-    jobs' torch threads: prices measured with other threads would not price their steps), the engine and the
-    decoding regime its rollouts run."""
-    s = section(config)
-    return {
-        "calibration": dict(s["calibration"]),
-        "max_prompt_tokens": s.get("max_prompt_tokens"),
-        "max_rows": int(s["throughput"]["max_rows"]),
-        "threads": bench_settings(config)["threads"],
-        "engine": search_engine(config),
-        "decode": {} if search_engine(config) == "offline" else decode_regime(config),
-    }
+    # ----------------------------------------------------------------------------------------------- heads
 
+    def trained_heads(self) -> list[str]:
+        return [h for h, spec in self.s.heads.items() if spec.source == "train"]
 
-# ------------------------------------------------------------------------------------------------ decoding
+    def imported_heads(self) -> list[str]:
+        return [h for h, spec in self.s.heads.items() if spec.source != "train"]
 
+    def heads_run_dir(self, heads: str) -> str:
+        return self.run_dir(f"heads/{heads}")
 
-def methods(config: dict) -> dict[str, dict]:
-    return dict(section(config).get("methods") or {})
+    def heads_dir(self, heads: str) -> str:
+        """The heads in the one save format (`heads.save_heads`): trained or imported."""
+        return f"{self.heads_run_dir(heads)}/heads"
 
+    def heads_record(self, heads: str) -> str:
+        return f"{self.heads_run_dir(heads)}/train.json"
 
-def method_title(config: dict, method: str) -> str:
-    return methods(config)[method].get("title") or method
+    def selfdistill_dir(self) -> str:
+        return layout.data_dir(f"p5/selfdistill/{self.s.model}")
 
+    def heads_module(self, heads: str) -> dict[str, Any]:
+        """The `HeadsTrainConfig` keys heads `heads` set."""
+        return {k: v for k, v in self.section["heads"][heads].items() if k in HEADS_MODULE_KEYS}
 
-def is_reference(config: dict, method: str) -> bool:
-    return methods(config)[method]["decoder"] == REFERENCE
+    def heads_settings(self, heads: str) -> dict:
+        """Settings of `mtp-repro train --method p5_heads` for trained heads `heads` (`settings.launch_check`)."""
+        model = self.s.model
+        train = {"threads": self.config["threads"], **copy.deepcopy(self.s.heads[heads].train), "final_dir": "heads"}
+        return with_base_stamp(
+            {
+                "model": model_spec(self.config, model),
+                "base_dir": model_dir(self.config, model),
+                "data": self.selfdistill_dir(),
+                "heads": self.heads_module(heads),
+                "train": train,
+            },
+            self.config,
+            model,
+        )
 
+    # -------------------------------------------------------------------------------------------- frontier
 
-def decode_result(config: dict, task: str, method: str) -> str:
-    label = REFERENCE if is_reference(config, method) else method
-    return f"{RESULTS}/decode/p5/{model(config)}/prompts-p5-{task}/{label}.json"
+    def search_heads(self) -> list[str]:
+        return list(self.s.search.heads or ())
 
+    def frontier_dir(self, heads: str, task: str) -> str:
+        return self.analysis_dir(f"{heads}/{task}")
 
-def table_spec(config: dict, name: str) -> dict:
-    return dict((section(config).get("tables") or {})[name])
+    def frontier_outputs(self, heads: str = "{heads}") -> list[str]:
+        """Every task's frontier files of `heads` (one job: the model loads and the verification is priced once)."""
+        return [f"{self.frontier_dir(heads, t)}/{f}" for t in self.s.tasks for f in FRONTIER_FILES]
 
+    def bank(self, heads: str, task: str) -> str:
+        return f"{self.frontier_dir(heads, task)}/bank.json"
 
-def figure_spec(config: dict, name: str) -> dict:
-    return dict((section(config).get("figures") or {})[name])
+    def frontier_settings(self) -> FrontierSettings:
+        s = self.s
+        return FrontierSettings(
+            depths=tuple(s.search.depths),
+            budgets=tuple(s.search.budgets),
+            tolerance=s.search.tolerance,
+            max_children_per_parent=s.search.max_children_per_parent,
+            default_tree=s.search.default_tree,
+            frontier_mode=s.debias.frontier_mode,
+            candidate_mode=s.throughput.candidate_mode,
+            score_feature=s.scheduler.score_feature,
+            taus=tuple(s.scheduler.taus),
+            hysteresis=tuple(s.scheduler.hysteresis),
+            policy_period=s.scheduler.policy_period,
+            regimes_tree=s.regimes.tree,
+            target_accept=s.regimes.target_accept,
+            price_reps=s.throughput.reps,
+            include_greedy=s.throughput.include_greedy,
+        )
 
+    def decode_regime(self) -> dict[str, Any]:
+        """The decoding regime of `papers.p5.decoding` (greedy acceptance, or typical with its temperature,
+        posterior threshold and alpha): what the heads methods decode with and the bank is chosen under."""
+        d = self.s.decoding
+        return {"acceptance": "greedy"} if d.acceptance == "greedy" else {k: getattr(d, k) for k in DECODE_KEYS}
 
-def decode_tasks(config: dict) -> list[str]:
-    return list(table_spec(config, "table1")["tasks"])
+    def search_engine(self) -> str:
+        """The frontier's engine follows the decoding regime (`engines`): the exact offline simulation for greedy
+        acceptance (temperature 0), the paper's rollouts for typical acceptance (T > 0), where the simulation does
+        not hold; so a bank is always chosen in the regime its decoders run."""
+        return "offline" if self.s.decoding.acceptance == "greedy" else "rollout"
 
-
-def decode_methods(config: dict) -> list[str]:
-    """The methods Table 1 shows that decode (the greedy reference runs in every job anyway)."""
-    return [m for m in table_spec(config, "table1")["methods"] if not is_reference(config, m)]
-
-
-def method_params(config: dict, task: str, method: str) -> dict[str, Any]:
-    """Decoder parameters (with `decoder`) of `method` decoding `task`: heads names become their directories,
-    `entmtp` gets the bank of its heads on this task; the heads decoders get `papers.p5.decoding`'s regime
-    (`decode_regime`); other decoders (greedy, the sampling vanilla) keep their own parameters."""
-    m = methods(config)[method]
-    params = {k: copy.deepcopy(v) for k, v in m.items() if k != "title"}
-    if m["decoder"] == REFERENCE:
-        return params
-    if "heads" not in params:
-        return params
-    params["heads"] = heads_dir(params["heads"])
-    if m["decoder"] == "entmtp":
-        params["bank"] = f"{analysis_dir(m['heads'], task)}/bank.json"
-    regime = decode_regime(config)
-    if regime["acceptance"] != "greedy":
-        params.update(regime)
-    return params
-
-
-def job_decoders(config: dict, task: str) -> dict[str, dict]:
-    """Bench label -> params of the task's decoding job: greedy first, then Table 1's methods."""
-    out: dict[str, dict] = {REFERENCE: {}}
-    out.update({m: method_params(config, task, m) for m in decode_methods(config)})
-    return out
-
-
-def job_results(config: dict, task: str) -> list[str]:
-    ref = f"{RESULTS}/decode/p5/{model(config)}/prompts-p5-{task}/{REFERENCE}.json"
-    return [ref] + [decode_result(config, task, m) for m in decode_methods(config)]
-
-
-def job_inputs(config: dict, task: str) -> list[str]:
-    """The heads and banks a task's decoding job reads."""
-    out: list[str] = []
-    for m in decode_methods(config):
-        spec = methods(config)[m]
-        if "heads" in spec:
-            out.append(heads_dir(spec["heads"]))
-        if spec["decoder"] == "entmtp":
-            out.append(f"{analysis_dir(spec['heads'], task)}/bank.json")
-    return list(dict.fromkeys(out))
-
-
-def decode_settings(config: dict) -> dict[str, Any]:
-    d = section(config).get("decoding") or {}
-    return {"max_new_tokens": int(d.get("max_new_tokens", 64)), "batch_size": int(d.get("batch_size", 1))}
-
-
-BENCH_KEYS = ("warmup", "repeats", "threads")
-
-
-def bench_settings(config: dict) -> dict[str, int]:
-    out = {k: (config.get("bench") or {}).get(k) for k in BENCH_KEYS}
-    out.update({k: v for k, v in (section(config).get("bench") or {}).items() if k in BENCH_KEYS})
-    return out
-
-
-# ---------------------------------------------------------------------------------------- tables, figures
-
-
-VANILLA_DECODERS = ("greedy", "sample")
-
-
-def vanilla_method(config: dict) -> str | None:
-    """Table 1's vanilla row (its "× vanilla" divides by it): the first of its methods decoding one token per
-    forward (greedy, or sampling as the paper's vanilla), None without one."""
-    return next(
-        (m for m in table_spec(config, "table1")["methods"] if methods(config)[m]["decoder"] in VANILLA_DECODERS), None
-    )
-
-
-def table1_rows(config: dict) -> list[dict]:
-    """Per (task, method): its result, the job's greedy reference, the task's vanilla row, titles."""
-    spec, vanilla = table_spec(config, "table1"), vanilla_method(config)
-    return [
-        {
-            "task": t,
-            "task_title": task_title(config, t),
-            "method": m,
-            "title": method_title(config, m),
-            "path": decode_result(config, t, m),
-            "reference": decode_result_reference(config, t),
-            "vanilla": None if vanilla is None else decode_result(config, t, vanilla),
+    def frontier_job_settings(self) -> dict:
+        """What the frontier job needs beside `FrontierSettings`: calibration, price measurement (with the decoding
+        jobs' torch threads: prices measured with other threads would not price their steps), the engine and the
+        decoding regime its rollouts run."""
+        engine = self.search_engine()
+        return {
+            "calibration": asdict(self.s.calibration),
+            "max_prompt_tokens": self.s.max_prompt_tokens,
+            "max_rows": self.s.throughput.max_rows,
+            "threads": self.bench_settings()["threads"],
+            "engine": engine,
+            "decode": {} if engine == "offline" else self.decode_regime(),
         }
-        for t in spec["tasks"]
-        for m in spec["methods"]
-    ]
+
+    # -------------------------------------------------------------------------------------------- decoding
+
+    def method_title(self, method: str) -> str:
+        return self.s.methods[method].get("title") or method
+
+    def is_reference(self, method: str) -> bool:
+        return self.s.methods[method]["decoder"] == REFERENCE
+
+    def result(self, task: str, label: str) -> str:
+        """`results/decode/p5/<model>/prompts-p5-<task>/<label>.json`."""
+        return self.result_path(self.s.model, layout.prompts_task(f"p5-{task}"), label)
+
+    def decode_result(self, task: str, method: str) -> str:
+        return self.result(task, REFERENCE if self.is_reference(method) else method)
+
+    def check_file(self, task: str = "{task}") -> str:
+        """The decoding job's check that the simulation predicts every heads decoder's forwards."""
+        return self.result(task, "simulation_check")
+
+    def decode_tasks(self) -> list[str]:
+        return list(self.s.tables.table1.tasks)
+
+    def decode_methods(self) -> list[str]:
+        """The methods Table 1 shows that decode (the greedy reference runs in every job anyway)."""
+        return [m for m in self.s.tables.table1.methods if not self.is_reference(m)]
+
+    def decode_outputs(self, task: str = "{task}") -> list[str]:
+        """A task's decoding results: the greedy reference, then Table 1's methods."""
+        return [self.result(task, label) for label in (REFERENCE, *self.decode_methods())]
+
+    def method_params(self, task: str, method: str) -> dict[str, Any]:
+        """Decoder parameters (with `decoder`) of `method` decoding `task`: heads names become their directories,
+        `entmtp` gets the bank of its heads on this task; the heads decoders get `papers.p5.decoding`'s regime
+        (`decode_regime`); other decoders (greedy, the sampling vanilla) keep their own parameters."""
+        m = self.s.methods[method]
+        params = {k: copy.deepcopy(v) for k, v in m.items() if k != "title"}
+        if m["decoder"] == REFERENCE or "heads" not in params:
+            return params
+        params["heads"] = self.heads_dir(m["heads"])
+        if m["decoder"] == "entmtp":
+            params["bank"] = self.bank(m["heads"], task)
+        regime = self.decode_regime()
+        if regime["acceptance"] != "greedy":
+            params.update(regime)
+        return params
+
+    def job_decoders(self, task: str) -> dict[str, dict]:
+        """Bench label -> params of the task's decoding job: greedy first, then Table 1's methods."""
+        return {REFERENCE: {}} | {m: self.method_params(task, m) for m in self.decode_methods()}
+
+    def job_inputs(self, task: str) -> list[str]:
+        """The heads and banks a task's decoding job reads."""
+        out: list[str] = []
+        for m in self.decode_methods():
+            spec = self.s.methods[m]
+            if "heads" in spec:
+                out.append(self.heads_dir(spec["heads"]))
+            if spec["decoder"] == "entmtp":
+                out.append(self.bank(spec["heads"], task))
+        return list(dict.fromkeys(out))
+
+    def decode_settings(self) -> dict[str, Any]:
+        return {"max_new_tokens": self.s.decoding.max_new_tokens, "batch_size": self.s.decoding.batch_size}
+
+    # ------------------------------------------------------------------------------------- tables, figures
+
+    def vanilla_method(self) -> str | None:
+        """Table 1's vanilla row (its "× vanilla" divides by it): the first of its methods decoding one token per
+        forward (greedy, or sampling as the paper's vanilla), None without one."""
+        methods = self.s.tables.table1.methods
+        return next((m for m in methods if self.s.methods[m]["decoder"] in VANILLA_DECODERS), None)
+
+    def table1_rows(self) -> list[dict]:
+        """Per (task, method): its result, the job's greedy reference, the task's vanilla row, titles."""
+        spec, vanilla = self.s.tables.table1, self.vanilla_method()
+        return [
+            {
+                "task": t,
+                "task_title": self.task_title(t),
+                "method": m,
+                "title": self.method_title(m),
+                "path": self.decode_result(t, m),
+                "reference": self.result(t, REFERENCE),
+                "vanilla": None if vanilla is None else self.decode_result(t, vanilla),
+            }
+            for t in spec.tasks
+            for m in spec.methods
+        ]
+
+    def table2_heads(self) -> str:
+        return self.s.tables.table2.heads or self.search_heads()[0]
+
+    def figure_heads(self) -> str:
+        return self.s.figures.heads or self.search_heads()[0]
+
+    def figure_tasks(self) -> list[str]:
+        figures = [asdict(getattr(self.s.figures, f)) for f in self.FIGURES]
+        return list(dict.fromkeys(t for f in figures for t in f.get("tasks") or [f["task"]]))
+
+    def table_inputs(self, table: str) -> list[str]:
+        """Table 1: its results and references, then each task's simulation check; Table 2: each task's search and
+        self values, in the order of its tasks."""
+        if table == "table1":
+            results = dict.fromkeys(p for r in self.table1_rows() for p in (r["path"], r["reference"]))
+            return [*results, *(self.check_file(t) for t in self.s.tables.table1.tasks)]
+        h = self.table2_heads()
+        return [
+            f"{self.frontier_dir(h, t)}/{f}" for t in self.s.tables.table2.tasks for f in ("search.json", "self.json")
+        ]
+
+    def figure_inputs(self) -> list[str]:
+        h, files = self.figure_heads(), ("search.json", "self.json", "throughput.json", "regimes.csv", "regimes.json")
+        return [f"{self.frontier_dir(h, t)}/{f}" for t in self.figure_tasks() for f in files]
+
+    def leaderboard(self) -> list[LeaderboardEntry]:
+        """Paper 5's rows (`papers.p5.leaderboard`: `methods`, `task` whose bank EntMTP uses) on the leaderboard's
+        model; their heads and banks are the rows' inputs (trained from `papers.p5.model`, checked against the
+        leaderboard's model by `leaderboard.plan.check`)."""
+        task, rows = self.s.leaderboard.task, []
+        for m in self.s.leaderboard.methods:
+            params = self.method_params(task, m)
+            needs = tuple(p for p in (params.get("heads"), params.get("bank")) if p)
+            title = self.method_title(m) + (f" ({self.task_title(task)} bank)" if "bank" in params else "")
+            rows.append(LeaderboardEntry("p5", f"p5-{m}", f"P5 {title}", params, model=self.s.model, needs=needs))
+        return rows
 
 
-def decode_result_reference(config: dict, task: str) -> str:
-    return f"{RESULTS}/decode/p5/{model(config)}/prompts-p5-{task}/{REFERENCE}.json"
-
-
-def table2_heads(config: dict) -> str:
-    return table_spec(config, "table2").get("heads") or search_heads(config)[0]
-
-
-def figure_heads(config: dict) -> str:
-    return (section(config).get("figures") or {}).get("heads") or search_heads(config)[0]
-
-
-def figure_tasks(config: dict) -> list[str]:
-    out: list[str] = []
-    for f in FIGURES:
-        spec = figure_spec(config, f)
-        out += spec.get("tasks") or [spec["task"]]
-    return list(dict.fromkeys(out))
-
-
-def table_inputs(config: dict, name: str) -> list[str]:
-    if name == "table1":
-        return list(dict.fromkeys(p for r in table1_rows(config) for p in (r["path"], r["reference"])))
-    h = table2_heads(config)
-    return [
-        f"{analysis_dir(h, t)}/{f}" for t in table_spec(config, name)["tasks"] for f in ("search.json", "self.json")
-    ]
-
-
-def figure_inputs(config: dict) -> list[str]:
-    h = figure_heads(config)
-    files = ("search.json", "self.json", "throughput.json", "regimes.csv", "regimes.json")
-    return [f"{analysis_dir(h, t)}/{f}" for t in figure_tasks(config) for f in files]
-
-
-def targets_in_all(config: dict) -> list[str]:
-    s = section(config)
-    return list(s.get("in_all") if s.get("in_all") is not None else (*TABLES, *FIGURES))
-
-
-def target_files(name: str) -> list[str]:
-    return table_files("p5", name) if name in TABLES else figure_files("p5", name)
-
-
-def all_targets(config: dict) -> list[str]:
-    return [f for name in targets_in_all(config) for f in target_files(name)]
-
-
-def leaderboard_entries(config: dict) -> list[LeaderboardEntry]:
-    """Paper 5's rows (`papers.p5.leaderboard`: `methods`, `task` whose bank EntMTP uses) on the leaderboard's
-    model; their heads and banks are the rows' inputs (trained from `papers.p5.model`, checked against the
-    leaderboard's model by `leaderboard.plan.check`)."""
-    spec = section(config).get("leaderboard") or {}
-    task = spec.get("task")
-    rows = []
-    for m in spec.get("methods") or []:
-        params = method_params(config, task, m)
-        needs = tuple(p for p in (params.get("heads"), params.get("bank")) if p)
-        title = method_title(config, m) + (f" ({task_title(config, task)} bank)" if "bank" in params else "")
-        rows.append(LeaderboardEntry("p5", f"p5-{m}", f"P5 {title}", params, model=model(config), needs=needs))
-    return rows
+def from_config(config: dict, run: str) -> tuple[dict, dict]:
+    """The launcher's resolver of method `p5_heads` (`--config C --run <heads name>`)."""
+    plan = P5Plan(config)
+    trained = plan.trained_heads()
+    if run not in trained:
+        raise ConfigError(f"papers.p5.heads: no trained heads {run!r} (trained: {', '.join(trained)})")
+    return plan.heads_settings(run), plan.launcher_settings(run, "heads")

@@ -2,7 +2,7 @@
 
 * **Table 1**: per task and method: tok/s (bench protocol: tokens over the sum of per-prompt median seconds,
   prefill included; the paper averages per-prompt tok/s), "× vanilla" = its tok/s over the task's vanilla row's
-  (`plan.vanilla_method`: greedy, or at paper scale the sampling vanilla as the paper's), speedup over greedy
+  (`P5Plan.vanilla_method`: greedy, or at paper scale the sampling vanilla as the paper's), speedup over greedy
   measured in the same job ("× greedy") and modeled (the tree core's cost table on the job's first prompt:
   verification only, drafting not priced), τ = mean accept length per step (bonus excluded, the paper's; mean ±
   stderr over prompts), tokens per
@@ -54,7 +54,7 @@ def _mean_err(values: Sequence[float]) -> tuple[float | None, float | None]:
 
 
 def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Table:
-    """`rows`: `plan.table1_rows`; `checks`: task -> its decoding job's simulation check file."""
+    """`rows`: `P5Plan.table1_rows`; `checks`: task -> its decoding job's simulation check file."""
     out = []
     for r in rows:
         res = _json(r["path"])

@@ -1,6 +1,6 @@
-"""Paper 5's settings, importing no torch, which the workflow's plan checks read: `HeadsTrainConfig` and the
-launcher method's check (`launch_check`, method `p5_heads`); the frontier pipeline's `FrontierSettings` and the
-verification rows its prices must reach (`rows_needed`)."""
+"""Paper 5's settings, importing no torch: the config section `papers.p5` (`P5Settings`, read by the plan),
+`HeadsTrainConfig` and the launcher method's check (`launch_check`, method `p5_heads`); the frontier pipeline's
+`FrontierSettings` and the verification rows its prices must reach (`rows_needed`)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class HeadsTrainConfig:
         return list(self.head_weights or [1.0] * self.num_heads)
 
 
-# settings (`plan.heads_settings`): `model` (a model spec with `name`), `base_dir` (its prepared checkpoint or None),
+# settings (`P5Plan.heads_settings`): `model` (a model spec with `name`), `base_dir` (its prepared checkpoint or None),
 # `base_stamp`, `data` (a self-distillation directory), `heads` (`HeadsTrainConfig` keys), `train` (`TrainConfig` keys)
 SETTINGS = MethodSettings(
     "p5_heads",
@@ -114,3 +114,165 @@ def rows_needed(budgets: Sequence[int], tolerance: float, extra_nodes: Sequence[
     """Verification rows the prices must reach: the largest searched tree (`frontier.search_stop` nodes) or
     priced extra tree (the published default), plus its root row."""
     return max([search_stop(budgets, tolerance), *extra_nodes]) + 1
+
+
+# ------------------------------------------------------------------- the config section `papers.p5`
+
+
+@dataclass(frozen=True)
+class Task:
+    source: str
+    dataset: str | None
+    title: str | None
+    test: int
+    calib: int
+    train: int
+
+
+@dataclass(frozen=True)
+class Generation:
+    """`selfdistill` and `calibration`: greedy continuations."""
+
+    max_new_tokens: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class Heads:
+    source: str
+    id: str | None
+    path: str | None
+    arch: str | None
+    num_heads: int
+    num_layers: int | None
+    lm_head: str | None
+    draft_vocab: int | None
+    init: str | None
+    prefix: bool | None
+    dropout: float | None
+    loss: str | None
+    head_weights: list[float] | None
+    holdout: float | None
+    seed: int | None
+    train: dict[str, Any] | None
+    launcher: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Decoding:
+    max_new_tokens: int
+    batch_size: int
+    acceptance: str
+    temperature: float
+    posterior_threshold: float
+    posterior_alpha: float
+
+
+@dataclass(frozen=True)
+class Search:
+    heads: list[str] | None
+    depths: list[int]
+    budgets: list[int]
+    tolerance: float
+    max_children_per_parent: int
+    default_tree: str
+
+
+@dataclass(frozen=True)
+class Debias:
+    frontier_mode: str
+
+
+@dataclass(frozen=True)
+class Throughput:
+    candidate_mode: str
+    max_rows: int
+    reps: int
+    include_greedy: bool
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    score_feature: str
+    taus: list[float]
+    hysteresis: list[float]
+    policy_period: int
+
+
+@dataclass(frozen=True)
+class Regimes:
+    tree: str
+    target_accept: int
+
+
+@dataclass(frozen=True)
+class Table1:
+    tasks: list[str]
+    methods: list[str]
+
+
+@dataclass(frozen=True)
+class Table2:
+    tasks: list[str]
+    heads: str | None  # None: the first searched heads
+    nodes: list[int]
+
+
+@dataclass(frozen=True)
+class Tables:
+    table1: Table1
+    table2: Table2
+
+
+@dataclass(frozen=True)
+class TaskFigure:
+    task: str
+
+
+@dataclass(frozen=True)
+class TasksFigure:
+    tasks: list[str]
+
+
+@dataclass(frozen=True)
+class Figures:
+    heads: str | None  # None: the first searched heads
+    fig1: TaskFigure
+    fig2: TaskFigure
+    fig3: TasksFigure
+    fig4: TaskFigure
+    fig5: TaskFigure
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    task: str | None
+    methods: list[str]
+
+
+@dataclass(frozen=True)
+class P5Settings:
+    """`papers.p5` (workflow/schemas/p5.schema.yaml, which holds every default)."""
+
+    enabled: bool
+    model: str
+    prompt_format: str
+    split_seed: int
+    max_prompt_tokens: int | None
+    tasks: dict[str, Task]
+    selfdistill: Generation
+    heads: dict[str, Heads]
+    calibration: Generation
+    decoding: Decoding
+    search: Search
+    debias: Debias
+    throughput: Throughput
+    scheduler: Scheduler
+    regimes: Regimes
+    methods: dict[str, dict[str, Any]]  # a registered decoder and its parameters
+    bench: dict[str, int]
+    tables: Tables
+    figures: Figures
+    leaderboard: Leaderboard
+    in_all: list[str] | None
+    launcher: dict[str, Any]

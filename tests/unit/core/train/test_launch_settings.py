@@ -135,11 +135,12 @@ def test_rendezvous_port_is_below_the_ephemeral_range_and_shared_by_ranks(tmp_pa
 
 
 def test_p1_settings_from_config(tmp_path, capsys):
-    """`--config FILE --run NAME --method p1`: the run's settings are `p1_plan.run_settings` (what the training rule passes),
+    """`--config FILE --run NAME --method p1`: the run's settings are `P1Plan.run_settings` (what the training rule passes),
     its launcher settings the top-level `launcher` < `papers.p1.launcher` < the run's `launcher`."""
     import yaml
 
     from mtp_core.papers.p1 import plan as p1_plan
+    from mtp_core.papers.p1.plan import P1Plan
     from mtp_core.validation import load_config
     from tests.conftest import REPO
 
@@ -151,7 +152,7 @@ def test_p1_settings_from_config(tmp_path, capsys):
     path.write_text(yaml.safe_dump(raw))
     config = load_config(path)
     settings, launcher = p1_plan.from_config(config, "main")
-    assert settings == p1_plan.run_settings(config, "main")
+    assert settings == P1Plan(config).run_settings("main")
     assert settings["model"]["name"] == raw["papers"]["p1"]["model"] and settings["p1"]["k_max"] == 4
     assert launcher == {"cluster": "local", "timeout_min": 30, "tasks_per_node": 2, "poll_s": 3, "threads": 2}
     assert settings["train"]["threads"] == raw["threads"]  # the trainer uses the config's `threads`, as every job does

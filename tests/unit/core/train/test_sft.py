@@ -194,19 +194,19 @@ def test_model_plan_paths_and_settings(tmp_path):
 def test_retraining_a_finetuned_base_changes_the_stamp_of_what_trains_from_it():
     """`base_stamp` (launch.trajectory_hash of the fine-tune) enters the settings of trainings from a fine-tuned
     model, so a retrained base supersedes their old state instead of resuming it; threads do not count."""
-    from mtp_core.papers.p1 import plan as p1_plan
+    from mtp_core.papers.p1.plan import P1Plan
 
     config = load_config(REPO / "config" / "tiny.yaml")
     config["models"]["tiny-qwen3-math2"] = {
         **copy.deepcopy(config["models"]["tiny-qwen3-math"]),
         "base": "tiny-qwen3-math",
     }
-    run0, sft0 = p1_plan.run_settings(config, "main"), finetune.finetune_settings(config, "tiny-qwen3-math2")
+    run0, sft0 = P1Plan(config).run_settings("main"), finetune.finetune_settings(config, "tiny-qwen3-math2")
     assert run0["base_stamp"] == sft0["base_stamp"] == finetune.base_stamp(config, "tiny-qwen3-math")
     config["threads"] = 7
-    assert p1_plan.run_settings(config, "main")["base_stamp"] == run0["base_stamp"]
+    assert P1Plan(config).run_settings("main")["base_stamp"] == run0["base_stamp"]
     config["models"]["tiny-qwen3-math"]["train"]["lr"] = 5e-4
-    assert p1_plan.run_settings(config, "main")["base_stamp"] != run0["base_stamp"]
+    assert P1Plan(config).run_settings("main")["base_stamp"] != run0["base_stamp"]
     assert finetune.finetune_settings(config, "tiny-qwen3-math2")["base_stamp"] != sft0["base_stamp"]
 
 

@@ -1,4 +1,4 @@
-"""Paper 1's experiment plan (mtp_core.papers.p1.plan): runs merging the shared settings, the sweep's labels and
+"""Paper 1's experiment plan (`P1Plan`, mtp_core.papers.p1.plan): runs merging the shared settings, the sweep's labels and
 jobs, config checks that name the bad key, every scale's plan, and the paper scale's runs, tasks and launch."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 
 from mtp_core.config.settings import ConfigError
 from mtp_core.papers.p1 import PAPER
-from mtp_core.papers.p1 import plan as p1_plan
+from mtp_core.papers.p1.plan import EVAL_KEYS, FIGURES, TABLES, P1Plan, parse_label
 from mtp_core.validation import load_config, validate_config
 from tests.conftest import REPO
 
@@ -21,25 +21,26 @@ def tiny_config():
 
 
 def test_plan_runs_merge_shared_settings(tiny_config):
-    main = p1_plan.run_plan(tiny_config, "main")
-    static = p1_plan.run_plan(tiny_config, "static_k16")
+    plan = P1Plan(tiny_config)
+    main, static = plan.run("main"), plan.run("static_k16")
     assert main.method["k_max"] == 4 and static.method["k_max"] == 16 and static.method["random_k"] is False
     assert static.method["seq_len"] == main.method["seq_len"] == 448 and static.train == {
         **main.train,
         "save_steps": [],
     }
     assert main.train["save_steps"] == [0]  # the dynamics checkpoints of the run shown in Figures 7-8, 10-11
-    gt = p1_plan.run_plan(tiny_config, "gt_supervision")
+    gt = plan.run("gt_supervision")
     assert gt.method["loss"]["objective"] == "gt" and gt.method["loss"]["prefix_weight"] == 0.0
     assert gt.title == "GT Suprv." and main.title == "main"
-    s = p1_plan.run_settings(tiny_config, "main")
+    s = plan.run_settings("main")
     assert s["base_dir"] == "results/models/finetuned/tiny-qwen3-math/model"
     assert s["data"] == "results/data/math/train.jsonl"
     assert s["p1"] == main.method and s["model"]["name"] == "tiny-qwen3-math"
 
 
 def test_plan_sweep_labels_and_jobs(tiny_config):
-    assert list(p1_plan.sweep(tiny_config)) == [
+    plan = P1Plan(tiny_config)
+    assert list(plan.sweep()) == [
         "static-k1",
         "static-k2",
         "static-k3",
@@ -48,27 +49,25 @@ def test_plan_sweep_labels_and_jobs(tiny_config):
         "conf-adapt-tau0.9",
         "conf-adapt-tau0.5",
     ]
-    assert p1_plan.sweep(tiny_config)["conf-adapt-tau0.5"] == {"decoder": "conf-adapt", "tau": 0.5, "k_max": 4}
-    assert list(p1_plan.sweep(tiny_config, checkpoint=True)) == ["static-k1", "static-k3", "conf-adapt-tau0.9"]
-    jobs = p1_plan.table_jobs(tiny_config, "table4")
+    assert plan.sweep()["conf-adapt-tau0.5"] == {"decoder": "conf-adapt", "tau": 0.5, "k_max": 4}
+    assert list(plan.sweep(checkpoint=True)) == ["static-k1", "static-k3", "conf-adapt-tau0.9"]
+    jobs = plan.jobs("table4")
     assert [(j.label, j.kind) for j in jobs] == [
         ("tiny-qwen3-math@step0", "baseline"),
         ("main", "final"),
         ("gt_supervision", "final"),
         ("bda", "final"),
     ]
-    dyn = p1_plan.figure_jobs(tiny_config, "fig7")
+    dyn = plan.jobs("fig7")
     assert [(j.label, j.kind, j.run) for j in dyn] == [("main", "final", "main"), ("main@step0", "checkpoint", "main")]
-    assert (
-        p1_plan.job_results(tiny_config, dyn[1])[0] == "results/decode/p1/main@step0/synthetic_math_cot/static-k1.json"
-    )
-    assert p1_plan.parse_label("main@step40") == ("main", 40) and p1_plan.parse_label("main") == ("main", None)
-    inherited = {k: tiny_config["evaluation"][k] for k in p1_plan.EVAL_KEYS}
-    assert p1_plan.eval_settings(tiny_config, "synthetic_math_cot") == inherited  # tiny p1 sets none: reuse
+    assert plan.jobs_results(dyn[1:])[0] == "results/decode/p1/main@step0/synthetic_math_cot/static-k1.json"
+    assert parse_label("main@step40") == ("main", 40) and parse_label("main") == ("main", None)
+    inherited = {k: tiny_config["evaluation"][k] for k in EVAL_KEYS}
+    assert plan.eval_settings("synthetic_math_cot") == inherited  # tiny p1 sets none: reuse
     cfg = copy.deepcopy(tiny_config)
     cfg["papers"]["p1"]["evaluation"] = {"limit": 3, "max_gen_toks": 9}
     cfg["papers"]["p1"]["tasks"]["synthetic_math_cot"]["max_gen_toks"] = 6
-    assert p1_plan.eval_settings(cfg, "synthetic_math_cot") == {**inherited, "limit": 3, "max_gen_toks": 6}
+    assert P1Plan(cfg).eval_settings("synthetic_math_cot") == {**inherited, "limit": 3, "max_gen_toks": 6}
 
 
 @pytest.mark.parametrize(
@@ -87,16 +86,16 @@ def test_plan_check_names_the_bad_key(tiny_config, edit, message):
     cfg = copy.deepcopy(tiny_config)
     edit(cfg["papers"]["p1"])
     with pytest.raises(ConfigError, match=message):
-        p1_plan.check(cfg)
+        P1Plan(cfg).check()
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml", "config/tiny.yaml"])
 def test_every_scale_enables_paper_1_with_a_valid_plan(config):
     cfg = load_config(REPO / config)
     assert PAPER.enabled(cfg)
-    p1_plan.check(cfg)
-    assert "main" in p1_plan.run_names(cfg)
-    for name in (*p1_plan.TABLES, *p1_plan.FIGURES):
+    P1Plan(cfg).check()
+    assert "main" in cfg["papers"]["p1"]["runs"]
+    for name in (*TABLES, *FIGURES):
         assert name in cfg["papers"]["p1"]["tables"] or name in cfg["papers"]["p1"]["figures"]
 
 
@@ -113,7 +112,8 @@ def test_paper_scale_declares_the_papers_runs_and_tasks():
         "magpie_data",
     }
     assert p1["tables"]["table1"]["tasks"] == ["gsm8k_cot_singleshot", "aime25", "gpqa_main_cot_n_shot"]
-    assert p1["evaluation"]["dtype"] == "float32" and p1_plan.eval_dtype(cfg) == "float32"  # as the paper evaluated
+    plan = P1Plan(cfg)
+    assert p1["evaluation"]["dtype"] == "float32" and plan.s.evaluation["dtype"] == "float32"  # as the paper evaluated
     assert p1["decoding"]["conf_adapt"]["taus"] == [
         0.995,
         0.99,
@@ -130,14 +130,14 @@ def test_paper_scale_declares_the_papers_runs_and_tasks():
         0.65,
         0.6,
     ]
-    magpie = p1_plan.run_plan(cfg, "magpie_data")
+    magpie = plan.run("magpie_data")
     assert cfg["datasets"][magpie.dataset]["kind"] == "sharegpt" and magpie.method["seq_len"] == 1024
-    assert p1_plan.run_plan(cfg, "static_k16").method["random_k"] is False
+    assert plan.run("static_k16").method["random_k"] is False
     # the official layout: one node of 4 GPUs, micro-batch 32, no accumulation; 8 processes cannot split 4 micro-batches
     raw = yaml.safe_load((REPO / "config/paper.yaml").read_text())
     raw["papers"]["p1"]["launcher"].update(tasks_per_node=8, gpus_per_node=8)
     with pytest.raises(ConfigError, match=r"papers\.p1\.runs\.main: .* not divisible by world_size 8 .*= 8 processes"):
         validate_config(raw)
-    launcher = p1_plan.launcher_settings(cfg, "main")
+    launcher = plan.launcher_settings("main")
     assert launcher["tasks_per_node"] == 4 and launcher["gpus_per_node"] == 4
-    assert p1_plan.run_plan(cfg, "main").train["global_batch_size"] == 4 * 32
+    assert plan.run("main").train["global_batch_size"] == 4 * 32

@@ -24,7 +24,7 @@ def counters(a: list[int], c_cmp: list[int], c_step: int) -> dict:
 
 
 def fake_run(root: Path, run: str, title: str, heads: int, per_set: dict, **extra) -> dict:
-    """The report's view of one run (`experiments.run_files`): acceptance files written from `per_set`
+    """The report's view of one run (`P2Plan.run_files`): acceptance files written from `per_set`
     ({set: {depth: [counters per prompt]}}), plus `extra` keys."""
     acc = {
         ps: {

@@ -8,10 +8,11 @@ import copy
 import pytest
 import torch
 
-from mtp_core.config.settings import ConfigError
+from mtp_core.config.settings import ConfigError, validate_schema
 from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
 from mtp_core.models.load import tiny_model
-from mtp_core.papers.p2 import experiments, plan
+from mtp_core.papers.p2.experiments import setting_label
+from mtp_core.papers.p2.plan import P2Plan
 from mtp_core.validation import check_references, load_config
 from tests.conftest import REPO, tiny_spec
 
@@ -21,23 +22,26 @@ def tiny():
     return load_config(REPO / "config/tiny.yaml")
 
 
-def test_runs_mains_and_settings(tiny):
-    ext = plan.run_plan(tiny, "loopd_4to8")
+@pytest.fixture(scope="module")
+def p2(tiny):
+    return P2Plan(tiny)
+
+
+def test_runs_mains_and_settings(p2):
+    ext = p2.run("loopd_4to8")
     assert ext.method["num_heads"] == 8 and ext.method["trunk"] == "frozen" and ext.method["loss"]["beta"] == 0.5
     assert ext.extend == {"from": "mtpd_k4", "new_heads": 4, "source": "latest", "group": 4}
-    assert plan.main_of(tiny, "mtpd_k4") == "tiny-qwen3-math" == plan.main_of(tiny, "loopd_4to8")
-    assert plan.main_of(tiny, "t2_mtpd") == "t2_mtpd"  # a trained trunk decodes as its own main
-    assert plan.heads_path(tiny, "t2_mtpd") == "results/models/p2/t2_mtpd/model/heads"
-    assert plan.heads_path(tiny, "mtpd_k4") == "results/models/p2/mtpd_k4/model"
-    assert plan.depths(tiny) == [1, 4, 8] and plan.max_depth(tiny) == 8
-    assert (
-        plan.acceptance_path("mtp_k1", "math", plan.setting_label(8)) == "results/decode/p2/mtp_k1/prompts-math/h8.json"
-    )
-    keys = plan.feature_keys(tiny)
+    assert p2.main_of("mtpd_k4") == "tiny-qwen3-math" == p2.main_of("loopd_4to8")
+    assert p2.main_of("t2_mtpd") == "t2_mtpd"  # a trained trunk decodes as its own main
+    assert p2.heads_path("t2_mtpd") == "results/models/p2/t2_mtpd/model/heads"
+    assert p2.heads_path("mtpd_k4") == "results/models/p2/mtpd_k4/model"
+    assert p2.depths() == [1, 4, 8] and max(p2.depths()) == 8
+    assert p2.result("mtp_k1", "math", setting_label(8)) == "results/decode/p2/mtp_k1/prompts-math/h8.json"
+    keys = p2.feature_keys()
     assert set(keys) == {"tiny-qwen3-math-pretrain-s32-w0-t0", "tiny-qwen3-math-pretrain-s32-w0-t1"}
     assert keys["tiny-qwen3-math-pretrain-s32-w0-t0"]["rows"] == 12  # 3 steps x 4 rows, the longest run
-    assert plan.feature_key(tiny, "loopd_4to8") is None
-    settings = plan.run_settings(tiny, "loopd_4to8")
+    assert p2.feature_key("loopd_4to8") is None
+    settings = p2.run_settings("loopd_4to8")
     assert settings["extend"]["heads"] == "results/models/p2/mtpd_k4/model" and settings["trunk_dir"] is None
 
 
@@ -51,10 +55,12 @@ def test_each_extension_stage_copies_the_group_the_last_stage_trained(embedded):
     9-12), through the settings the launcher gets; "1 -> 8" copies head 1, and a stage after it head 8."""
     cfg = copy.deepcopy(embedded)
     cfg["papers"]["p2"]["runs"]["loopd_1to8_to12"] = {"extend": {"from": "loopd_1to8", "new_heads": 4}}
-    groups = {r: plan.run_settings(cfg, r)["extend"] for r in ("loopd_4to8", "loopd_8to12", "loopd_12to16")}
+    validate_schema(cfg)  # its defaults (`extend.source`)
+    plan = P2Plan(cfg)
+    groups = {r: plan.run_settings(r)["extend"] for r in ("loopd_4to8", "loopd_8to12", "loopd_12to16")}
     assert [(e["group"], e["source"], e["new_heads"]) for e in groups.values()] == [(4, "latest", 4)] * 3
-    assert plan.run_settings(cfg, "loopd_1to8")["extend"]["group"] == 1
-    assert plan.run_settings(cfg, "loopd_1to8_to12")["extend"]["group"] == 1
+    assert plan.run_settings("loopd_1to8")["extend"]["group"] == 1
+    assert plan.run_settings("loopd_1to8_to12")["extend"]["group"] == 1
     torch.manual_seed(0)
     heads = DeepSeekMTPHeads.from_trunk(tiny_model(tiny_spec("qwen3")), 4)
     with torch.no_grad():
@@ -71,23 +77,23 @@ def test_each_extension_stage_copies_the_group_the_last_stage_trained(embedded):
     assert tags == [1, 2, 3, 4, 11, 12, 13, 14, 31, 32, 33, 34, 61, 62, 63, 64]
 
 
-def test_speed_rows_and_leaderboard(tiny):
-    rows = experiments.speed_rows(tiny, "table8")
+def test_speed_rows_and_leaderboard(p2):
+    rows = p2.speed_rows("table8")
     labels = ["mtpd_k4-h8", "loopd_4to8-h8", "mtp_k1-h1"]
     assert [r["label"] for r in rows] == labels + [f"{x}-nokv" for x in labels]  # both protocols by default
     assert [r["kv_cache"] for r in rows] == [True] * 3 + [False] * 3
-    assert experiments.speed_baseline(tiny, "table8") == "mtp_k1-h1"
-    assert experiments.speed_baseline(tiny, "table8", kv=False) == "mtp_k1-h1-nokv"
-    decoders = experiments.speed_decoders(tiny, "fig4")
+    assert p2.speed_baseline("table8") == "mtp_k1-h1"
+    assert p2.speed_baseline("table8", kv=False) == "mtp_k1-h1-nokv"
+    decoders = p2.speed_decoders("fig4")
     assert list(decoders)[0] == "greedy" and decoders["greedy-nokv"] == {"decoder": "greedy-uncached"}
     assert decoders["mtpd_k4-h4-nokv"] == {**decoders["mtpd_k4-h4"], "kv_cache": False}
-    refs = experiments.speed_refs(tiny, "fig4")
+    refs = p2.speed_refs("fig4")
     assert list(refs) == list(decoders)
     assert refs["mtpd_k4-h4-nokv"] == {"greedy": "greedy-nokv", "baseline": "mtp_k1-h1-nokv", "kv_cache": False}
     assert refs["mtpd_k4-h4"] == {"greedy": "greedy", "baseline": "mtp_k1-h1", "kv_cache": True}
-    params = experiments.report_params(tiny, "fig4")["speed"]
+    params = p2.report_params("fig4")["speed"]
     assert {r["protocol"] for r in params["rows"]} == {"KV cache", "no KV cache (App. D)"}
-    entries = plan.leaderboard_entries(tiny)
+    entries = p2.leaderboard()
     assert [e.label for e in entries] == ["p2-mtp_k1-h1", "p2-mtpd_k4-h4"]
     assert entries[1].params == {"decoder": "mtp-spec", "heads": "results/models/p2/mtpd_k4/model", "num_drafts": 4}
     assert entries[1].checkpoint is None and entries[1].needs == ("results/models/p2/mtpd_k4/model",)
@@ -96,41 +102,44 @@ def test_speed_rows_and_leaderboard(tiny):
 def test_speed_rows_of_several_trunks(tiny):
     cfg = copy.deepcopy(tiny)
     cfg["papers"]["p2"]["figures"]["fig4"] = {"runs": ["mtp_k1", "t2_mtpd"], "baseline": "mtp_k1", "kv_cache": [True]}
-    assert experiments.speed_mains(cfg, "fig4") == ["tiny-qwen3-math", "t2_mtpd"]
-    assert list(experiments.speed_decoders(cfg, "fig4")) == ["greedy", "greedy-t2_mtpd", "mtp_k1-h1", "t2_mtpd-h1"]
-    assert experiments.speed_trunks(cfg, "fig4")["greedy-t2_mtpd"] == "t2_mtpd"
-    assert experiments.speed_refs(cfg, "fig4")["t2_mtpd-h1"]["greedy"] == "greedy-t2_mtpd"
+    plan = P2Plan(cfg)
+    assert plan.speed_mains("fig4") == ["tiny-qwen3-math", "t2_mtpd"]
+    assert list(plan.speed_decoders("fig4")) == ["greedy", "greedy-t2_mtpd", "mtp_k1-h1", "t2_mtpd-h1"]
+    assert plan.speed_trunks("fig4")["greedy-t2_mtpd"] == "t2_mtpd"
+    assert plan.speed_refs("fig4")["t2_mtpd-h1"]["greedy"] == "greedy-t2_mtpd"
     cfg["papers"]["p2"]["figures"]["fig4"]["kv_cache"] = [False]  # the paper's protocol alone
-    assert list(experiments.speed_decoders(cfg, "fig4")) == [
+    plan = P2Plan(cfg)
+    assert list(plan.speed_decoders("fig4")) == [
         "greedy-nokv", "greedy-nokv-t2_mtpd", "mtp_k1-h1-nokv", "t2_mtpd-h1-nokv"
     ]  # fmt: skip
-    assert experiments.speed_trunks(cfg, "fig4")["greedy-nokv-t2_mtpd"] == "t2_mtpd"
-    assert experiments.speed_refs(cfg, "fig4")["t2_mtpd-h1-nokv"]["greedy"] == "greedy-nokv-t2_mtpd"
+    assert plan.speed_trunks("fig4")["greedy-nokv-t2_mtpd"] == "t2_mtpd"
+    assert plan.speed_refs("fig4")["t2_mtpd-h1-nokv"]["greedy"] == "greedy-nokv-t2_mtpd"
 
 
-def test_seed_replicates_are_runs_of_their_own(tiny):
+def test_seed_replicates_are_runs_of_their_own(tiny, p2):
     """`seeds: 2` on mtp_k1: a replicate `mtp_k1-seed1` with train.seed + 1, the same method, trunk and feature
     cache; Table 1 reads its acceptance at its K, Table 5 does not."""
-    names = plan.run_names(tiny)
+    names = p2.run_names()
     assert names[:4] == ["mtp_k1", "mtp_k1-seed1", "mtpd_k1", "mtpd_k1-seed1"] and "mtp_k4-seed1" not in names
-    rep, run = plan.run_plan(tiny, "mtp_k1-seed1"), plan.run_plan(tiny, "mtp_k1")
+    rep, run = p2.run("mtp_k1-seed1"), p2.run("mtp_k1")
     assert rep.name == "mtp_k1-seed1" and rep.train["seed"] == run.train["seed"] + 1 == 1
-    assert rep.method == run.method and rep.title == run.title and plan.num_heads(tiny, "mtp_k1-seed1") == 1
-    assert plan.main_of(tiny, "mtp_k1-seed1") == "tiny-qwen3-math" and plan.is_run(tiny, "mtp_k1-seed1")
-    assert plan.feature_key(tiny, "mtp_k1-seed1") == plan.feature_key(tiny, "mtp_k1")
-    settings = plan.run_settings(tiny, "mtp_k1-seed1")
-    assert settings["train"]["seed"] == 1 and settings["p2"] == plan.run_settings(tiny, "mtp_k1")["p2"]
-    assert plan.launcher_settings(tiny, "mtp_k1-seed1") == plan.launcher_settings(tiny, "mtp_k1")
-    assert plan.acceptance_path("mtp_k1-seed1", "math", "h1") in experiments.experiment_inputs(tiny, "table1")
-    assert not any("seed1" in f for f in experiments.experiment_inputs(tiny, "table5"))
-    params = experiments.report_params(tiny, "table1")
+    assert rep.method == run.method and rep.title == run.title and p2.num_heads("mtp_k1-seed1") == 1
+    assert p2.main_of("mtp_k1-seed1") == "tiny-qwen3-math" and p2.is_run("mtp_k1-seed1")
+    assert p2.feature_key("mtp_k1-seed1") == p2.feature_key("mtp_k1")
+    settings = p2.run_settings("mtp_k1-seed1")
+    assert settings["train"]["seed"] == 1 and settings["p2"] == p2.run_settings("mtp_k1")["p2"]
+    assert p2.launcher_settings("mtp_k1-seed1") == p2.launcher_settings("mtp_k1")
+    assert p2.result("mtp_k1-seed1", "math", "h1") in p2.experiment_inputs("table1")
+    assert not any("seed1" in f for f in p2.experiment_inputs("table5"))
+    params = p2.report_params("table1")
     assert params["runs"]["mtp_k1"]["replicates"] == ["mtp_k1-seed1"] and "mtpd_k1-seed1" in params["runs"]
     with pytest.raises(ConfigError, match="mtp_k1-seed2"):
-        plan.run_plan(tiny, "mtp_k1-seed2")  # seeds: 2 makes one replicate
+        p2.run("mtp_k1-seed2")  # seeds: 2 makes one replicate
     cfg = copy.deepcopy(tiny)
     cfg["papers"]["p2"]["runs"]["t2_mtpd"]["seeds"] = 2  # a trained trunk: each replicate decodes with its own
-    assert plan.main_of(cfg, "t2_mtpd-seed1") == "t2_mtpd-seed1"
-    assert plan.heads_path(cfg, "t2_mtpd-seed1") == "results/models/p2/t2_mtpd-seed1/model/heads"
+    plan = P2Plan(cfg)
+    assert plan.main_of("t2_mtpd-seed1") == "t2_mtpd-seed1"
+    assert plan.heads_path("t2_mtpd-seed1") == "results/models/p2/t2_mtpd-seed1/model/heads"
 
 
 def _bad(tiny, edit, message):
@@ -164,12 +173,12 @@ def test_checks_name_the_key(tiny):
     _bad(tiny, lambda s: s["figures"]["fig4"].update(baseline="t2_mtpd", kv_cache=[False]), r"fig4\.baseline")
 
 
-def test_figure5_declares_the_acceptance_its_car_panel_reads(tiny):
+def test_figure5_declares_the_acceptance_its_car_panel_reads(p2):
     """Figure 5 reads each row's speed and, for its CAR panel, the row's acceptance at the row's depth on every
     prompt set: both are its inputs (the rehearsal once built it before the acceptance of `loopd_4to8` existed)."""
-    inputs = experiments.experiment_inputs(tiny, "fig5")
-    assert set(experiments.speed_outputs(tiny, "fig5")) <= set(inputs)
-    for row in experiments.experiment_spec(tiny, "fig5")["rows"]:
-        depth = row.get("depth") or plan.num_heads(tiny, row["run"])
-        for ps in plan.prompt_sets(tiny):
-            assert plan.acceptance_path(row["run"], ps, plan.setting_label(depth)) in inputs, (row, ps)
+    inputs = p2.experiment_inputs("fig5")
+    assert set(p2.speed_outputs("fig5")) <= set(inputs)
+    for row in p2.s.figures.fig5.rows:
+        depth = row.depth or p2.num_heads(row.run)
+        for ps in p2.s.prompt_sets:
+            assert p2.result(row.run, ps, setting_label(depth)) in inputs, (row, ps)
