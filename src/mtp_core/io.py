@@ -1,4 +1,5 @@
-"""File I/O shared by every step: atomic writes, robust JSONL reading with file/row errors, hashing."""
+"""File I/O shared by every step: atomic writes, robust JSONL reading with file/row errors, hashing; and
+`lazy_exports`, with which a package's names import their modules on first use."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +199,15 @@ def log_to_file(path: str | os.PathLike) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True
     )
+
+
+def lazy_exports(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module-level `__getattr__` for `package` whose attributes import their module on first use (PEP 562), so
+    that importing a package stays light: name -> the attribute of the submodule `where[name]`."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(import_module(f"{package}.{where[name]}"), name)
+
+    return __getattr__

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 
+from .bench.leaderboard import plan as leaderboard
 from .config import hub_mirror, registry
 from .config.settings import ConfigError, read_config, validate_schema
 from .data.sources import SourceError, check_sources
 from .decoding.catalog import check_decoder
 from .evaluate.tasks import is_local_task, task_dataset
 from .io import InputError
-from .leaderboard import plan as leaderboard
 from .models.plan import check as check_scratch_models
 from .train.finetune import check as check_finetuned_models
 

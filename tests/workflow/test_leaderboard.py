@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from mtp_core.leaderboard import plan as lb
+from mtp_core.bench.leaderboard import plan as lb
 from mtp_core.validation import load_config
 
 from ..conftest import REPO, job_counts

@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 from mtp_core.models import plan as model_plan
 from mtp_core.train import finetune
 from mtp_core.config import layout, registry
-from mtp_core.leaderboard.plan import targets as leaderboard_targets
+from mtp_core.bench.leaderboard.plan import targets as leaderboard_targets
 from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, model_spec, validate_schema
 from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
 from mtp_core.data.rows import train_data_path

@@ -1,6 +1,6 @@
 # Stand-ins for the hub (config section `hub_mirror`; the rehearsal, config/rehearsal.yaml): tiny models of the
 # mirrored models' families, published-layout heads, datasets in their hub repos' layouts, downloaded files; each
-# written once into results/hub/ and read by the same loaders (mtp_core.hub_mirror). No mirror: no rule runs.
+# written once into results/hub/ and read by the same loaders (mtp_core.data.hub, mtp_core.models.hub). No mirror: no rule runs.
 # Local rules: they stand in for the hub, they are not part of the paper DAG (a few seconds of I/O each).
 
 

@@ -1,10 +1,10 @@
-# The leaderboard (mtp_core.leaderboard.plan; README "The leaderboard"): greedy, the training-free baselines and every
+# The leaderboard (mtp_core.bench.leaderboard.plan; README "The leaderboard"): greedy, the training-free baselines and every
 # enabled paper's rows on one base model and the same prompt sets, side by side with the bench protocol; a table
-# and a speed-vs-quality figure. Rows, result files and settings come from `mtp_core.leaderboard.plan`.
+# and a speed-vs-quality figure. Rows, result files and settings come from `mtp_core.bench.leaderboard.plan`.
 #   snakemake -c2 results/tables/leaderboard.csv
 #   snakemake -c2 results/decode/leaderboard/smollm2-135m-math/prompts-math/greedy.json    one prompt set's job
 
-import mtp_core.leaderboard.plan as lb
+import mtp_core.bench.leaderboard.plan as lb
 
 LB = lb.enabled(config)  # checked before any job (common.smk: validation.check_references -> leaderboard.check)
 LB_ROWS = lb.job_rows(config) if LB else []

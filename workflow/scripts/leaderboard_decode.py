@@ -4,7 +4,7 @@ JSON per row (tok/s, speedup vs greedy measured and modeled, tokens per forward,
 fraction, task accuracy where the prompts carry answers; samples JSONL beside each).
 
 snakemake.input:   model (prepared checkpoint dir, absent for hub/local models), prompts, rows (the rows' checkpoints and files)
-snakemake.params:  rows (mtp_core.leaderboard.plan.job_rows), model, n (prompts per category), max_new_tokens,
+snakemake.params:  rows (mtp_core.bench.leaderboard.plan.job_rows), model, n (prompts per category), max_new_tokens,
                    batch_size, bench {warmup, repeats, threads}
 snakemake.output:  results (one JSON per row, in row order)
 snakemake.wildcards: prompt_set

@@ -1,13 +1,13 @@
 """The leaderboard's table (CSV + markdown) or its speed-vs-quality figure (PNG + PDF), from the rows' results.
 
 snakemake.input.results  every row's result JSON on every prompt set
-snakemake.params.rows    the rows (mtp_core.leaderboard.plan.job_rows: label, title, paper, ...), in table order
+snakemake.params.rows    the rows (mtp_core.bench.leaderboard.plan.job_rows: label, title, paper, ...), in table order
 snakemake.params.kind    table | figure
 snakemake.output         csv, md | png, pdf
 """
 
+from mtp_core.bench.leaderboard.table import leaderboard_figure, leaderboard_table
 from mtp_core.io import log_to_file
-from mtp_core.leaderboard.table import leaderboard_figure, leaderboard_table
 from mtp_core.results import load_results, write_table_files
 
 smk = snakemake

@@ -125,7 +125,7 @@ def read_config(path: str | os.PathLike) -> dict:
     return config
 
 
-# The hub mirror (config section `hub_mirror`, the rehearsal's stand-ins for the hub; `mtp_core.hub_mirror`):
+# The hub mirror (config section `hub_mirror`, the rehearsal's stand-ins for the hub; `mtp_core.data.hub`, `models.hub`):
 # one place for where its folders live, read by the rules that write them and the jobs that read them.
 HUB_MIRROR_DIR = "results/hub"
 HUB_KINDS = ("models", "heads", "datasets", "files")

@@ -5,7 +5,7 @@ Modules (one job each): `arith` (exact step arithmetic), `templates` (word-probl
 (generator with the four MetaMathQA augmentation types), `metamathqa` (paper-scale loaders), `split`
 (seed-grouped split + report), `math_data` (writes a math dataset), `records` (file / hub readers with
 file-and-row errors), `sharegpt` (packaged ShareGPT), `pretrain` + `shards` (token shards and their reader),
-`prompts` + `specbench` + `prompt_sets` (prompt sets).
+`prompts` + `specbench` + `prompt_sets` (prompt sets), `hub/` (stand-ins of hub datasets and files).
 """
 
 from .math_data import build_math, prepare_math

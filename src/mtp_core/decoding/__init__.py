@@ -7,7 +7,7 @@ The names below load their module on first use (PEP 562), so that importing the 
 the decoder modules when it is first asked (`decoders()`).
 """
 
-from .. import lazy_exports
+from ..io import lazy_exports
 
 _WHERE = {
     "Decoder": "base",

@@ -5,7 +5,7 @@ Names are imported lazily, so that the light `tasks` module (used while Snakemak
 not pull in lm-eval; importing `mtp_core.evaluate.lm` (or using `MTPLM` / `run_evaluation`) registers `mtp`.
 """
 
-from .. import lazy_exports
+from ..io import lazy_exports
 
 _EXPORTS = {
     "MTPLM": "lm",

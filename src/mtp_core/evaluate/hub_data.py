@@ -2,7 +2,7 @@
 
 lm-eval's tasks name their datasets in lm-eval's own YAMLs (`dataset_path: openai/gsm8k`, `SaylorTwift/bbh`, ...),
 not in our config, and load them with `datasets.load_dataset(path=<hub id>, name=<config>, ...)`; so a run without
-the hub (the paper config's rehearsal on `mtp_core.hub_mirror` stand-ins, or an offline cluster holding copies of
+the hub (the paper config's rehearsal on `mtp_core.data.hub` / `models.hub` stand-ins, or an offline cluster holding copies of
 the repos) cannot point them elsewhere through the config. `hub_datasets_from` does it for the duration of a block:
 a `datasets.load_dataset` call whose path is one of the mapped hub ids reads the mapped local folder instead (a
 folder in the repo's layout, with the card's `configs`: the same `name` and splits then resolve), cached by the

@@ -5,7 +5,7 @@ figures), `job_times` (a run's job costs from its benchmark files) and `page` (a
 The names below load their module on first use (PEP 562): a job that writes its result imports no pandas.
 """
 
-from .. import lazy_exports
+from ..io import lazy_exports
 
 _WHERE = {
     **dict.fromkeys(["FIGURES", "TABLES", "make_figure", "make_table"], "build"),

@@ -8,7 +8,7 @@ self-distillation).
 The names below load their module on first use (PEP 562): the Snakefile reads `launch.settings` without torch.
 """
 
-from .. import lazy_exports
+from ..io import lazy_exports
 
 _WHERE = {
     "BatchSource": "loop",

@@ -119,7 +119,7 @@ def test_tables_and_figures_load_without_torch():
         "mtp_core.papers.p5",
         "mtp_core.results.write",
         "mtp_core.results",
-        "mtp_core.leaderboard.table",
+        "mtp_core.bench.leaderboard.table",
         "mtp_core.papers.p1.report",
         "mtp_core.papers.p2.report",
         "mtp_core.papers.p2.figures",

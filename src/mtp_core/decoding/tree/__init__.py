@@ -8,7 +8,7 @@ The names below load their module on first use (PEP 562), so that a plan check r
 imports no torch.
 """
 
-from ... import lazy_exports
+from ...io import lazy_exports
 
 _WHERE = {
     **dict.fromkeys(

@@ -262,7 +262,7 @@ def load_hydra_checkpoint(
 
 def hydra_checkpoint(heads: HydraHeads, base_model: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """(state dict, config.json) of `heads` in the published layout that `load_hydra_checkpoint` reads (own output
-    heads only): what a stand-in of a published checkpoint is written from (`mtp_core.hub_mirror`). The prefix
+    heads only): what a stand-in of a published checkpoint is written from (`mtp_core.data.hub`, `models.hub`). The prefix
     layer's unused embedding table, which the published file carries, is written at the output heads' size."""
     cfg = heads.config
     if cfg["lm_head"] != "own" or cfg["draft_vocab"] is not None:

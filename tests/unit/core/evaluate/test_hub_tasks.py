@@ -20,9 +20,9 @@ from lm_eval.api.model import LM
 from lm_eval.tasks import TaskManager
 from lm_eval.tasks._index import Kind
 
+from mtp_core.data.hub.datasets import write_dataset_standin
 from mtp_core.evaluate.hub_data import hub_datasets_from
 from mtp_core.evaluate.tasks import task_manager_for
-from mtp_core.hub_mirror.datasets import write_dataset_standin
 
 pytestmark = pytest.mark.usefixtures("datasets_cache_in_tmp")
 ROWS = 3

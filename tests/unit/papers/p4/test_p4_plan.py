@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
+from mtp_core.bench.leaderboard import plan as leaderboard
 from mtp_core.config.settings import ConfigError
-from mtp_core.leaderboard import plan as leaderboard
 from mtp_core.papers.p4.epochs import resolve_train
 from mtp_core.papers.p4.plan import P4Plan
 from mtp_core.validation import load_config, validate_config

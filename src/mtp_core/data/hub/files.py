@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..data.prompt_sets import build_prompt_set
-from ..io import atomic_write_jsonl
+from ...io import atomic_write_jsonl
+from ..prompt_sets import build_prompt_set
 
 KINDS = ("spec_bench_questions",)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from ..data.synthetic import PEOPLE, seed_problems
+from ..synthetic import PEOPLE, seed_problems
 from .train_rows import solution
 
 

@@ -11,7 +11,7 @@ import random
 import string
 from collections.abc import Callable
 
-from ..data.synthetic import PEOPLE
+from ..synthetic import PEOPLE
 
 Subtask = Callable[[random.Random], tuple[str, str]]
 YES_NO = "Options:\n- Yes\n- No"

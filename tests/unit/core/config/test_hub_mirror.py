@@ -11,13 +11,13 @@ import torch
 
 from mtp_core.config import hub_mirror as plan
 from mtp_core.config.settings import ConfigError, hub_task_datasets
+from mtp_core.data.hub.files import write_file_standin
 from mtp_core.data.prompts import jsonl_prompts
-from mtp_core.hub_mirror.files import write_file_standin
-from mtp_core.hub_mirror.heads import write_heads_standin
-from mtp_core.hub_mirror.models import FAMILIES, write_model_standin
 from mtp_core.io import ReadReport
 from mtp_core.models.heads.hydra import HydraHeads, hydra_checkpoint, load_hydra_checkpoint
 from mtp_core.models.heads.medusa import MedusaHeads, load_medusa_checkpoint, medusa_checkpoint
+from mtp_core.models.hub.checkpoints import FAMILIES, write_model_standin
+from mtp_core.models.hub.heads import write_heads_standin
 from mtp_core.models.load import load_model
 
 URL = "https://example.org/data/question.jsonl"

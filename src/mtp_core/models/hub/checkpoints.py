@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from ..io import atomic_dir
-from ..models.load import byte_level_tokenizer
+from ...io import atomic_dir
+from ..load import byte_level_tokenizer
 
 LLAMA3_TEMPLATE = (
     "{{ bos_token }}"

@@ -9,7 +9,7 @@ import itertools
 import random
 from collections.abc import Iterator
 
-from ..data.synthetic import (
+from ..synthetic import (
     TYPE_ANSAUG,
     TYPE_FOBAR,
     TYPE_REPHRASED,

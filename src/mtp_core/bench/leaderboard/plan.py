@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..config import registry
-from ..config.registry import LeaderboardEntry
-from ..config.settings import ConfigError
-from ..decoding.catalog import check_decoder
-from ..io import InputError
-from ..models.plan import model_dir
+from ...config import registry
+from ...config.registry import LeaderboardEntry
+from ...config.settings import ConfigError
+from ...decoding.catalog import check_decoder
+from ...io import InputError
+from ...models.plan import model_dir
 
 RESULTS = "results"
 REFERENCE = "greedy"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from ..io import InputError, atomic_dir
+from ...io import InputError, atomic_dir
 from .bbh_rows import BBH_SUBTASKS, bbh_rows
 from .eval_rows import (
     aime_rows,
@@ -113,7 +113,7 @@ class DatasetStandin:
         header = yaml.safe_dump({"configs": configs}, sort_keys=False)
         return (
             f"---\n{header}---\n\nSynthetic offline stand-in for the hub dataset `{self.hub_id}` (seed {seed}, "
-            f"{rows} rows per split), written by `mtp_core.hub_mirror`: the repo's files, configs and columns, none "
+            f"{rows} rows per split), written by `mtp_core.data.hub`: the repo's files, configs and columns, none "
             "of its data.\n"
         )
 

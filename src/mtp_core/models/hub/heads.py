@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from ..io import atomic_dir
-from ..models.heads.hydra import HydraHeads, hydra_checkpoint
-from ..models.heads.medusa import MedusaHeads, medusa_checkpoint
+from ...io import atomic_dir
+from ..heads.hydra import HydraHeads, hydra_checkpoint
+from ..heads.medusa import MedusaHeads, medusa_checkpoint
 
 FORMATS = {"hydra": "hydra_lm_head.pt", "medusa": "medusa_lm_head.pt"}
 

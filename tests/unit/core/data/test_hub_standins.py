@@ -1,4 +1,4 @@
-"""The hub dataset stand-ins (`mtp_core.hub_mirror.datasets`): each folder has the hub repo's files, loads with
+"""The hub dataset stand-ins (`mtp_core.data.hub.datasets`): each folder has the hub repo's files, loads with
 `datasets.load_dataset(folder, name=..., split=...)` offline exactly as its consumer asks, with the hub's columns;
 our loaders read it; the rows are deterministic in the seed; and a wrong-format folder fails in the consumer with
 an error that names the folder and the column, config or split. lm-eval's tasks on the stand-ins:
@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 from mtp_core.data.conversations import first_turn_rows, read_conversations
+from mtp_core.data.hub.datasets import DATASET_STANDINS, write_dataset_standin
 from mtp_core.data.math_data import build_math
 from mtp_core.data.metamathqa import load_gsm8k_test, load_metamathqa
 from mtp_core.data.pretrain import fineweb_documents
 from mtp_core.data.records import DatasetLoadError, local_cache_dir
-from mtp_core.hub_mirror.datasets import DATASET_STANDINS, write_dataset_standin
 from mtp_core.io import BadRowError, InputError, ReadReport
 from tests.conftest import REPO
 

@@ -1,4 +1,4 @@
-"""The leaderboard's table and figure (README "The leaderboard"; plan: `mtp_core.leaderboard.plan`).
+"""The leaderboard's table and figure (README "The leaderboard"; plan: `mtp_core.bench.leaderboard.plan`).
 
 Table (`results/tables/leaderboard.{csv,md}`): one line per (prompt set, row), rows in the plan's order (greedy,
 the baselines, then each paper's). Columns: tok/s; speedup vs the job's greedy, measured (bench protocol) and
@@ -24,13 +24,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..bench.device_costs import DeviceTable, device_tables
-from ..decoding.base import GenerationResult
-from ..decoding.pricing import modeled_speedup
-from ..io import read_jsonl
-from ..results.figures import save_figure, style
-from ..results.tables import Table
-from ..results.write import samples_path
+from ...decoding.base import GenerationResult
+from ...decoding.pricing import modeled_speedup
+from ...io import read_jsonl
+from ...results.figures import save_figure, style
+from ...results.tables import Table
+from ...results.write import samples_path
+from ..device_costs import DeviceTable, device_tables
 from .plan import COMPILED_REFERENCE, REFERENCE
 
 COLUMNS = [

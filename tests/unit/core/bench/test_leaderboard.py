@@ -12,6 +12,8 @@ import re
 import pytest
 import yaml
 
+from mtp_core.bench.leaderboard import plan as lb
+from mtp_core.bench.leaderboard.table import leaderboard_figure, leaderboard_frame, leaderboard_table
 from mtp_core.bench.prompt_sets import accuracy, decode_prompt_set
 from mtp_core.bench.protocol import encode_prompts
 from mtp_core.config.settings import ConfigError
@@ -19,8 +21,6 @@ from mtp_core.decoding import register_decoder
 from mtp_core.decoding.greedy import GreedyDecoder
 from mtp_core.decoding.pricing import CostModel, generation_steps, modeled_speedup
 from mtp_core.evaluate.answers import extract_answer, is_correct
-from mtp_core.leaderboard import plan as lb
-from mtp_core.leaderboard.table import leaderboard_figure, leaderboard_frame, leaderboard_table
 from mtp_core.models.load import load_model
 from mtp_core.papers.p1.mask_token import add_mask_token
 from mtp_core.results import load_results
@@ -396,7 +396,7 @@ def test_leaderboard_prices_every_rows_forwards_by_each_gpu_table(board):
 
 
 def test_leaderboard_figure_points_by_hand(board, monkeypatch):
-    import mtp_core.leaderboard.table as report_lb
+    import mtp_core.bench.leaderboard.table as report_lb
 
     files, spec = board
     captured = []
