@@ -5,7 +5,10 @@ the papers' checks) is `mtp_core.validation`."""
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -14,18 +17,43 @@ from urllib.request import url2pathname
 
 import yaml
 
-from ..io import InputError, stable_hash
+from ..io import InputError, atomic_write_json, stable_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def cache_dir() -> Path:
-    """The user's cache directory (the decoder catalog): `$MTP_REPRO_CACHE`, else
+    """The user's cache directory (the decoder catalog, lm-eval's task index): `$MTP_REPRO_CACHE`, else
     `$XDG_CACHE_HOME/mtp-repro`, else `~/.cache/mtp-repro`."""
     if os.environ.get("MTP_REPRO_CACHE"):
         return Path(os.environ["MTP_REPRO_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtp-repro"
+
+
+CACHE_KEEP = 4  # stamps of one kind kept in the cache: a few clones or installs side by side, not every edit
+
+
+def cached_json(kind: str, stamp: str, build: Callable[[], Any]) -> Any:
+    """The JSON value `<kind>-<stamp>.json` in the user's cache, made by `build()` when it is not there (or cannot
+    be read); writing one removes the oldest files of that kind beyond the newest `CACHE_KEEP`, so that every code
+    or package version does not leave a file behind. A cache that cannot be written is logged and skipped (the
+    next call builds again)."""
+    root = cache_dir()
+    path = root / f"{kind}-{stamp}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = build()
+    try:
+        atomic_write_json(path, value)
+        older = sorted(root.glob(f"{kind}-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[CACHE_KEEP:]
+        for old in older:
+            old.unlink(missing_ok=True)
+    except OSError as e:  # a read-only home
+        logging.getLogger(__name__).warning("%s not cached at %s: %s", kind, path, e)
+    return value
 
 
 # Values a config may name that torch modules implement, here so that the checks read them without torch:

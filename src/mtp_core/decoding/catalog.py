@@ -14,17 +14,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import json
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import cache_dir
-from ..io import atomic_write_json
+from ..config.settings import cached_json
 from .base import catalog_entry, check_params, decoders
-
-log = logging.getLogger(__name__)
 
 
 @functools.cache
@@ -50,17 +45,8 @@ def _source_stamp() -> str:
 def catalog() -> dict[str, dict[str, tuple[str, ...]]]:
     """Every registered decoder's accepted parameters and backends by name (`base.catalog_entry`; module
     docstring)."""
-    path = cache_dir() / f"decoders-{_source_stamp()}.json"
-    try:
-        return {name: {k: tuple(v) for k, v in entry.items()} for name, entry in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        pass
-    out = {name: catalog_entry(cls) for name, cls in decoders().items()}
-    try:
-        atomic_write_json(path, out)
-    except OSError as e:  # a read-only home: the next check imports the decoders again
-        log.warning("decoder catalog not cached at %s: %s", path, e)
-    return out
+    entries = cached_json("decoders", _source_stamp(), lambda: {n: catalog_entry(c) for n, c in decoders().items()})
+    return {name: {k: tuple(v) for k, v in entry.items()} for name, entry in entries.items()}
 
 
 def check_decoder(label: str, params: Mapping[str, Any]) -> str:

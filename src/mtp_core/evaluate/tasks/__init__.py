@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import logging
 import os
 import re
 import shutil
@@ -27,10 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...config import layout
-from ...config.settings import cache_dir, hub_task_datasets
-from ...io import atomic_write_json, read_jsonl, require_text_fields
-
-log = logging.getLogger(__name__)
+from ...config.settings import cached_json, hub_task_datasets
+from ...io import read_jsonl, require_text_fields
 
 TEMPLATE_DIR = Path(__file__).parent
 DATA_PLACEHOLDER = "__TEST_JSONL__"
@@ -171,18 +168,12 @@ def builtin_task_index() -> dict[str, list[str]]:
     for path in files:
         st = path.stat()
         digest.update(f"\0{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    cached = cache_dir() / f"lm-eval-tasks-{digest.hexdigest()[:20]}.json"
-    try:
-        return json.loads(cached.read_text())
-    except (OSError, ValueError):
-        pass
-    index: dict[str, set[str]] = {}
-    for path in files:
-        for name in _DECLARES.findall(path.read_text(errors="replace")):
-            index.setdefault(name, set()).add(str(path.parent.relative_to(root)))
-    out = {name: sorted(folders) for name, folders in index.items()}
-    try:
-        atomic_write_json(cached, out)
-    except OSError as e:  # a read-only home: the next evaluation scans again
-        log.warning("lm-eval task index not cached at %s: %s", cached, e)
-    return out
+
+    def scan() -> dict[str, list[str]]:
+        index: dict[str, set[str]] = {}
+        for path in files:
+            for name in _DECLARES.findall(path.read_text(errors="replace")):
+                index.setdefault(name, set()).add(str(path.parent.relative_to(root)))
+        return {name: sorted(folders) for name, folders in index.items()}
+
+    return cached_json("lm-eval-tasks", digest.hexdigest()[:20], scan)
