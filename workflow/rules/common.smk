@@ -93,10 +93,6 @@ def hub_entries(kind):
     return (config.get("hub_mirror") or {}).get(kind) or {}
 
 
-def dataset_kind(name):
-    return config["datasets"][name]["kind"]
-
-
 def datasets_of_kind(*kinds):
     return [n for n, ds in config["datasets"].items() if ds["kind"] in kinds]
 

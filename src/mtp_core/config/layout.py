@@ -8,8 +8,8 @@
     results/analysis/<paper>/<name>/...                    a paper's analyses (alignment, frontiers, tau choice)
     results/tables/<paper>/<name>.{csv,md}                 tables ("base", "p1".., "leaderboard")
     results/figures/<paper>/<name>.{png,pdf}               figures
-    results/logs/<paper>/<job>/<wildcards>.log             job logs
-    results/benchmarks/<paper>/<job>/<wildcards>.tsv       Snakemake `benchmark:` files (the job costs)
+    results/logs/..., results/benchmarks/...               job logs and Snakemake `benchmark:` files (the job
+                                                           costs), named by each rule beside its outputs
 
 Paths are relative to the workflow's directory (Snakemake's working directory); `root` moves them elsewhere.
 """
@@ -59,13 +59,3 @@ def table_files(paper: str, name: str, root: str = RESULTS) -> list[str]:
 def figure_files(paper: str, name: str, root: str = RESULTS) -> list[str]:
     """The files of figure `name` of `paper` (PNG, then PDF)."""
     return [f"{root}/figures/{paper}/{name}.png", f"{root}/figures/{paper}/{name}.pdf"]
-
-
-def job_log(paper: str, job: str, name: str, root: str = RESULTS) -> str:
-    """The log of one job: `results/logs/<paper>/<job>/<name>.log` (`name` may hold wildcards and slashes)."""
-    return f"{root}/logs/{paper}/{job}/{name}.log"
-
-
-def job_benchmark(paper: str, job: str, name: str, root: str = RESULTS) -> str:
-    """The `benchmark:` file of one job: `results/benchmarks/<paper>/<job>/<name>.tsv`."""
-    return f"{root}/benchmarks/{paper}/{job}/{name}.tsv"

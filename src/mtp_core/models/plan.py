@@ -11,10 +11,10 @@ One place for these paths, used by the workflow (`model_dir` in common.smk), the
 
 from __future__ import annotations
 
-from ..config import hub_mirror
+from ..config import hub_mirror, layout
+from ..config.layout import RESULTS
 from ..config.settings import ConfigError, checkpoint_location, deep_merge
 
-RESULTS = "results"
 MATERIALISED_SOURCES = ("gguf", "tiny", "scratch")
 FINETUNED = "finetuned"
 
@@ -23,7 +23,7 @@ def model_dir(config: dict, name: str, results: str = RESULTS) -> str | None:
     """The checkpoint directory of model `name` under `results`, or None for hub/local models."""
     source = config["models"][name]["source"]
     if source in MATERIALISED_SOURCES:
-        return f"{results}/models/base/{name}"
+        return layout.run_dir("base", name, results)
     if source == FINETUNED:
         return f"{finetune_run_dir(name, results)}/model"
     return None
@@ -77,7 +77,7 @@ def finetuned_models(config: dict) -> list[str]:
 
 
 def finetune_run_dir(name: str, results: str = RESULTS) -> str:
-    return f"{results}/models/{FINETUNED}/{name}"
+    return layout.run_dir(FINETUNED, name, results)
 
 
 def finetune_record(name: str) -> str:
