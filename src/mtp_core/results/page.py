@@ -90,7 +90,7 @@ def results_page(results: Path, command: str, *, date: str, commit: str, where: 
     """The page's markdown (module docstring); `note`: a line on how the run went (elapsed time, load)."""
     scale = run_scale(results)
     lines = [
-        f"# Results of a {scale}-scale run, {date}",
+        f"# Results of a run at {scale} scale, {date}",
         "",
         "Written from the run's `results/` by `python -m mtp_core.results.page`; every number below is one",
         "of its files.",

@@ -49,7 +49,7 @@ def cost_row(page: str, group: str) -> list[str]:
 
 def test_page_holds_provenance_cost_tables_and_figures(results):
     page = rp.results_page(results, "make run", date="2026-11-27", commit="abc1234", where="2 cores")
-    assert page.startswith("# Results of a tiny-scale run, 2026-11-27\n")
+    assert page.startswith("# Results of a run at tiny scale, 2026-11-27\n")
     for cell in ("| command | `make run` |", "| commit | abc1234 |", "| machine | 2 cores |", "| scale | tiny |"):
         assert cell in page
     # group, jobs, wall min, CPU min, peak RSS: p1 = (120 + 60) s and (150 + 60) s; foundation 30 s and 45 s
