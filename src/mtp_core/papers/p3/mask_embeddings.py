@@ -1,6 +1,6 @@
 """Paper 3, Section 3.1: the embeddings of the mask tokens probed into the frozen model. Strategies (`settings.STRATEGIES`):
 the mean of the prompt's token embeddings updated with each generated token (`prompt_mean`, the paper's: an
-exponential moving average, `ema_update`; the paper's Eq. 4 and its alpha are lost from our copy), the last
+exponential moving average, `ema_update`; the published text gives no formula for Eq. 4 nor a value of its alpha), the last
 token(s) (`last_n`), a Gaussian draw from the vocabulary's embedding statistics (`gaussian`), and the vocabulary
 mean (`vocab_mean`, not in the paper). Pure tensor functions; the decoder (`probing`) applies them."""
 

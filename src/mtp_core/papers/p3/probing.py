@@ -23,7 +23,7 @@ mask tokens that share parameters across positions"); `scale` multiplies it (def
 * `gaussian`: one draw from N(mu, sigma^2) per dimension, mu / sigma the per-dimension mean / std of the
   vocabulary's embedding rows, seeded by `seed` (prompt-agnostic, so one draw serves every prompt and row).
 * `prompt_mean` (the paper's choice): mean of the prompt's token embeddings, then updated with each generated
-  token x_t. The paper's Eq. 4 is lost from our copy (it says only that alpha is "a positive scalar"); we use the
+  token x_t. The published text of Eq. 4 gives no formula (it says only that alpha is "a positive scalar"); we use the
   exponential moving average e_t = (1 - alpha) e_{t-1} + alpha * emb(x_t), alpha = `alpha` (default 0.1), applied
   token by token to every emitted token (accepted drafts and bonus). alpha = 0 keeps the prompt mean.
 * `vocab_mean` (not in the paper; issue 5's measured best on SmolLM2-135M: 16-18% top-1 for t+2 against 3-8%

@@ -11,7 +11,7 @@ bias-corrected EMA over the trajectory's steps up to k, beta = 1 - 1/W; `prev_ac
 = rolling mean / min over the last 3 / 5 steps (complete windows only, pandas' default). Target: the step's accept
 length (bonus excluded).
 
-Classifier (the notebook's; the paper's dropout and early stopping are lost from our copy and not used): the
+Classifier (the notebook's; the paper uses dropout and early stopping on AUROC but its published text gives neither rate nor patience, so neither is used): the
 standardised features above plus the entropy MACD (w4 - w16) and its distance to its EMA (span 4), one hidden
 layer of 128 ReLU units, Adagrad lr 0.05, L2 1e-4, 800 full-batch steps, positive class weighted by
 negatives / positives; test = 20 % of the trajectories (seed 0). Its target is `accept_length == target_accept`
