@@ -7,13 +7,9 @@ and sampling run on it so far.
 
 A `StaticSession` holds, for one decoder:
 
-* a static KV cache for the batch in hand, its length rounded up to `LENGTH_BUCKET` slots so that batches of
-  similar prompts share one cache; cropping moves its write pointer back (the tensors keep their addresses, as
-  CUDA graphs need) and `reset` empties it between batches;
-* an attention window: every forward attends over the first `window` slots only, the written ones rounded up to
-  `WINDOW_BUCKET` (`WindowedLayer`), not over the whole allocation, as a growing cache attends over what it holds
-  (over all its slots, compiled greedy ran slower than HF `generate` at batch 8 on 2 CPU cores: docs/measurements.md,
-  "The fast decode path"). Each window is a graph of its own;
+* a `transformers.StaticCache` for the batch in hand, its length rounded up to `LENGTH_BUCKET` slots so that
+  batches of similar prompts share one cache and one compiled graph; cropping moves its write pointer back (the
+  tensors keep their addresses, as CUDA graphs need) and `reset` empties it between batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
   is `compile_mode`, CUDA graphs on CUDA). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
@@ -36,10 +32,8 @@ from typing import Any
 
 import torch
 from transformers import StaticCache
-from transformers.cache_utils import Cache, StaticLayer
 
 LENGTH_BUCKET = 256
-WINDOW_BUCKET = 64
 ROW_BUCKETS = (1, 4, 8, 16, 32, 64, 128)
 # `torch.compile`'s backend; tests of the cache logic set `aot_eager`, which traces the same graph but builds no kernels
 COMPILE_BACKEND = "inductor"
@@ -59,45 +53,17 @@ def bucket_rows(rows: int) -> int:
     raise ValueError(f"a compiled forward takes at most {ROW_BUCKETS[-1]} rows, got {rows}")
 
 
-class WindowedLayer(StaticLayer):
-    """A static cache layer whose attention reads its first `window` slots only (all of them when None): `update`
-    returns those slots, and the causal mask is built over as many (`get_mask_sizes`). The session sets `window`
-    before each forward; dynamo guards on it, so each window is a compiled graph of its own."""
-
-    window: int | None = None
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        keys, values = super().update(key_states, value_states, *args, **kwargs)
-        if self.window is None:
-            return keys, values
-        return keys[:, :, : self.window], values[:, :, : self.window]
-
-    def get_mask_sizes(self, *args, **kwargs) -> tuple[int, int]:
-        return (self.max_cache_len if self.window is None else self.window), 0
-
-
-def static_cache(config: Any, slots: int) -> Cache:
-    """A static cache of `slots` slots for a model of `config`: `WindowedLayer`s when every layer attends over the
-    whole sequence, else transformers' `StaticCache` (its sliding-window layers keep their own layout; no window)."""
-    text = config.get_text_config(decoder=True)
-    types = getattr(text, "layer_types", None) or ["full_attention"] * text.num_hidden_layers
-    if any(t != "full_attention" for t in types):
-        return StaticCache(config=config, max_cache_len=slots)
-    return Cache(layers=[WindowedLayer(max_cache_len=slots) for _ in types])
-
-
 class StaticSession:
     """A static KV cache and one compiled forward, reused by every batch a decoder decodes (module docstring)."""
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
         self.device = next(model.parameters()).device
-        self.cache: Cache | None = None
+        self.cache: StaticCache | None = None
         self.shape: tuple[int, int] | None = None  # (batch, cache length) of `cache`
-        self.filled = 0  # slots written (the next forward writes from here)
         self.compile_s = 0.0  # seconds spent compiling (first forwards of new shapes)
         self._shapes: set[tuple[Any, ...]] = set()
-        # a graph per (rows, mask, batch, cache length, window): more than dynamo's default limit of 8 before it falls back
+        # a graph per (rows, mask, batch, cache length): more than dynamo's default limit of 8 before it falls back
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         mode = compile_mode(self.device) if COMPILE_BACKEND == "inductor" else None
         self._compiled: Callable[..., torch.Tensor] = torch.compile(
@@ -113,30 +79,17 @@ class StaticSession:
         """Make the cache ready for a batch of `batch` rows needing `slots` slots: an empty cache of that batch
         and `slots` rounded up to `LENGTH_BUCKET` (the last one emptied, when it has that shape)."""
         shape = (batch, LENGTH_BUCKET * math.ceil(slots / LENGTH_BUCKET))
-        self.filled = 0
         if shape == self.shape and self.cache is not None:
             self.cache.reset()
             return
-        self.cache = static_cache(self.model.config, shape[1])
+        self.cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
         self.shape = shape
-
-    def _open_window(self, rows: int) -> int | None:
-        """Let the next forward of `rows` rows attend over the written slots and its own, rounded up to
-        `WINDOW_BUCKET` (at most the cache's length); returns the window (None: the cache has no windowed layers)."""
-        assert self.cache is not None
-        window = min(self.length, WINDOW_BUCKET * math.ceil((self.filled + rows) / WINDOW_BUCKET))
-        self.filled += rows
-        layers = [layer for layer in self.cache.layers if isinstance(layer, WindowedLayer)]
-        for layer in layers:
-            layer.window = window
-        return window if layers else None
 
     def crop(self, n_drop: int) -> None:
         """Forget the last `n_drop` slots (the next forward overwrites them)."""
         if n_drop > 0:
             assert self.cache is not None
             self.cache.crop(-n_drop)
-            self.filled -= n_drop
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor, keep: int) -> torch.Tensor:
         return self.model(
@@ -145,7 +98,6 @@ class StaticSession:
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor) -> torch.Tensor:
         """The prompt forward, eager; logits of the last position, [B, V]. `mask`: None or [B, cache length]."""
-        self._open_window(ids.shape[1])
         return self._forward(ids, mask, pos, 1)[:, -1]
 
     def step(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -153,10 +105,7 @@ class StaticSession:
         (0: all). `mask`: None (causal), [B, cache length] (0/1 per slot) or a 4-D [B, 1, R, cache length] one."""
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are consumed: its graph may rerun
-        window = self._open_window(ids.shape[1])
-        if window is not None and mask is not None and mask.dim() == 4:
-            mask = mask[..., :window]  # transformers passes a 4-D mask to the attention as it is
-        key = (self.shape, window, tuple(ids.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep)
+        key = (self.shape, tuple(ids.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep)
         if key in self._shapes:
             return self._compiled(ids, mask, pos, keep)
         t0 = time.perf_counter()

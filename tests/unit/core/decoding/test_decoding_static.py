@@ -1,7 +1,6 @@
 """The fast decode path (`decoding.static`): greedy on a static cache with compiled steps emits eager greedy's tokens
 token for token (batch 1 and left-padded batches, EOS and stop strings, budget edges, a cache longer than one length
-bucket), the session's attention window follows the written slots through prefill, steps and crops, the session
-reuses its cache and graphs across batches, and decoders without a static path refuse it.
+bucket), the session reuses its cache and graphs across batches, and decoders without a static path refuse it.
 
 The matrix traces the forward with `aot_eager` (the same graph, no kernels built: seconds, not minutes); one test
 builds inductor's kernels, as a job does."""
@@ -9,10 +8,9 @@ builds inductor's kernels, as a job does."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder, static
-from mtp_core.decoding.static import LENGTH_BUCKET, WINDOW_BUCKET, StaticSession, WindowedLayer, bucket_rows
+from mtp_core.decoding.static import LENGTH_BUCKET, bucket_rows
 from mtp_core.io import InputError
 from tests.conftest import random_prompts
 
@@ -48,28 +46,6 @@ def test_a_cache_beyond_one_length_bucket(tiny_llama, traced):
     eager, _ = tokens(tiny_llama, prompts, max_new, StopCriteria())
     compiled, dec = tokens(tiny_llama, prompts, max_new, StopCriteria(), backend="compiled")
     assert compiled == eager and dec.static.length == 2 * LENGTH_BUCKET
-
-
-def test_the_window_covers_the_written_slots_and_no_more(tiny_llama, traced):
-    """Through a prefill, one-row steps, 5-row forwards and crops, every layer attends over the slots the cache has
-    written (its own count) rounded up to WINDOW_BUCKET, and the logits equal a forward of the whole sequence."""
-    session = StaticSession(tiny_llama.model)
-    session.begin(1, 3 * WINDOW_BUCKET)
-    seq = list(range(3, 2 + WINDOW_BUCKET))  # the prefill ends one slot short of the first bucket
-    session.prefill(torch.tensor([seq]), None, torch.arange(len(seq))[None])
-    for i, (rows, crop) in enumerate(((1, 0), (1, 0), (5, 3), (1, 0), (5, 5), (1, 0))):
-        ids = [7 + i] * rows
-        windowed = session.step(torch.tensor([ids]), None, len(seq) + torch.arange(rows)[None], keep=0)
-        written = int(session.cache.get_seq_length())
-        assert session.filled == written == len(seq) + rows
-        for layer in session.cache.layers:
-            assert isinstance(layer, WindowedLayer)
-            assert layer.window == WINDOW_BUCKET * -(-written // WINDOW_BUCKET) < session.length
-        whole = tiny_llama.model(input_ids=torch.tensor([seq + ids])).logits[:, -rows:]
-        torch.testing.assert_close(windowed, whole, rtol=1e-4, atol=1e-4)
-        seq += ids[: rows - crop]
-        session.crop(crop)
-        assert session.filled == int(session.cache.get_seq_length()) == len(seq)
 
 
 def test_the_session_reuses_its_cache_and_graphs_across_batches(tiny_llama, traced):
