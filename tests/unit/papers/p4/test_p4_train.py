@@ -113,7 +113,7 @@ def test_frozen_embeddings_option_and_overlong_rows():
     model, tok, _ = _setup(DMTDConfig(decoding_layers=2, train_embeddings=False, max_tokens=128))
     assert not model.get_input_embeddings().weight.requires_grad
     assert model.model.layers[0].mlp.up_proj.weight.requires_grad
-    short = DMTDConfig(decoding_layers=2, max_tokens=40)
+    short = DMTDConfig(decoding_layers=2, max_tokens=40, overlong="truncate")
     cut = encode_p4_rows(ROWS, tok, short, "chat")
     assert len(cut) == len(ROWS) and max(len(x) for x, _ in cut) == 40
     with pytest.raises(ValueError, match="no row fits max_tokens 40"):
