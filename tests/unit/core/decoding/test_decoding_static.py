@@ -1,6 +1,6 @@
 """The fast decode path (`decoding.static`): greedy on a static cache with compiled steps emits eager greedy's tokens
-token for token (batch 1 and left-padded batches, EOS and stop strings, budget edges, a cache longer than one length
-bucket), the session reuses its cache and graphs across batches, and decoders without a static path refuse it.
+token for token (batch 1 and left-padded batches, EOS and stop strings, budget edges, a long cache and the
+ladder of cache lengths), the session reuses its cache and graphs across batches, and decoders without a static path refuse it.
 
 The matrix traces the forward with `aot_eager` (the same graph, no kernels built: seconds, not minutes); one test
 builds inductor's kernels, as a job does."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_core.decoding import StopCriteria, build_decoder, static
-from mtp_core.decoding.static import LENGTH_BUCKET, bucket_rows
+from mtp_core.decoding.static import bucket_rows, cache_slots
 from mtp_core.io import InputError
 from tests.conftest import random_prompts
 
@@ -40,12 +40,20 @@ def test_compiled_greedy_emits_eager_greedys_tokens(tiny_loaded, traced, batch):
     assert any(len(t) < 20 for t in tokens(tiny_loaded, prompts, 20, StopCriteria(eos_ids=(eos,)))[0])
 
 
-def test_a_cache_beyond_one_length_bucket(tiny_llama, traced):
+def test_a_long_cache(tiny_llama, traced):
     prompts = random_prompts(tiny_llama.tokenizer, 2, seed=4)
-    max_new = LENGTH_BUCKET + 10 - max(map(len, prompts))
+    max_new = 266 - max(map(len, prompts))
     eager, _ = tokens(tiny_llama, prompts, max_new, StopCriteria())
     compiled, dec = tokens(tiny_llama, prompts, max_new, StopCriteria(), backend="compiled")
-    assert compiled == eager and dec.static.length == 2 * LENGTH_BUCKET
+    assert compiled == eager and dec.static.length == 384
+
+
+def test_cache_lengths():
+    """The smallest of 64 · {1, 1.5} · 2^k that holds the slots."""
+    ladder = [64, 96, 128, 192, 256, 384, 512, 768, 1024]
+    for slots in [1, 63, 64, 65, 96, 97, 128, 129, 200, 256, 257, 385, 700, 1000, 1024]:
+        assert cache_slots(slots) == min(n for n in ladder if n >= slots), slots
+    assert cache_slots(1025) == 1536
 
 
 def test_the_session_reuses_its_cache_and_graphs_across_batches(tiny_llama, traced):
