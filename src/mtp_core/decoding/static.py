@@ -10,10 +10,9 @@ A `StaticSession` holds, for one decoder:
 * a `transformers.StaticCache` for the batch in hand, its length rounded up to the next of `cache_slots`' ladder
   (64, 96, 128, 192, 256, 384, ...: at most 1.5x what the batch needs, about two graphs per doubling of the
   length) so that batches of similar prompts share one cache and one compiled graph. Every step attends over the
-  whole cache, so its length is the attention's cost: at batch 8 on 2 CPU cores, compiled greedy ran at 0.87x HF
-  `generate` in a cache of 256 slots where 128 were needed, 1.22x in one of 128 (and a window of the first 128 of
-  256 slots, sliced from the cache, cost 1.37x the right-sized cache's step). Cropping moves its write pointer back
-  (the tensors keep their addresses, as CUDA graphs need) and `reset` empties it between batches;
+  whole cache, so the cache is sized tightly rather than windowed (the measurements behind the choice: decision
+  0026, docs/measurements.md). Cropping moves its write pointer back (the tensors keep their addresses, as CUDA
+  graphs need) and `reset` empties it between batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
   is `compile_mode`, CUDA graphs on CUDA). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
