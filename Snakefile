@@ -28,6 +28,8 @@ for _paper in enabled_papers():
     include: f"workflow/rules/{_paper.name}.smk"
 
 
+include: "workflow/rules/papers.smk"
+
 include: "workflow/rules/leaderboard.smk"
 include: "workflow/rules/report.smk"
 

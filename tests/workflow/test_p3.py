@@ -29,8 +29,7 @@ def test_dry_run_of_every_p3_target(dry_run):
     cfg = load_config(REPO / "config/tiny.yaml")
     counts = job_counts(dry_run("config/tiny.yaml", "papers"))
     assert counts["p3_decode"] == len(P3Plan(cfg).decode_jobs()) == 8
-    assert counts["p3_table"] == 4 and counts["p3_category_figure"] == 2
-    assert counts["p3_alignment"] == 1 and counts["p3_alignment_figure"] == 1
+    assert counts["p3_table"] == 4 and counts["p3_figure"] == 3 and counts["p3_alignment"] == 1
 
 
 def test_table1_contents(p3_run):

@@ -59,7 +59,7 @@ def test_dry_run_of_every_p4_target(dry_run):
     assert counts["p4_train"] == len(P4Plan(cfg).s.runs) == 3
     jobs = sum(len(t) for t in P4Plan(cfg).label_taus().values())  # one per (label, τ), one per start model
     assert counts["p4_evaluate"] == jobs == 5 and counts["p4_vanilla"] == 1
-    assert counts["p4_table"] == 5 and counts["p4_speed"] == 1 and counts["p4_figure4"] == counts["p4_figure5"] == 1
+    assert counts["p4_table"] == 5 and counts["p4_speed"] == 1 and counts["p4_figure"] == counts["p4_figure5"] == 1
 
 
 @pytest.mark.parametrize(("config", "trainings", "choices"), [("config.yaml", 1, 1), ("config/paper.yaml", 14, 0)])

@@ -47,10 +47,21 @@ def enabled_papers():
     return registry.enabled_papers(config)
 
 
+_PLANS = {}
+
+
 def paper_plan(name):
     """The plan of enabled paper `name` over this config (its `mtp_core.config.plan.PaperPlan`), which its rule
-    file reads."""
-    return registry.papers()[name].plan(config)
+    file and the shared rules (papers.smk) read: built once."""
+    if name not in _PLANS:
+        _PLANS[name] = registry.papers()[name].plan(config)
+    return _PLANS[name]
+
+
+def report_rule_args(plan, wildcard):
+    """The input and params functions of a paper's table or figure rule (papers.smk), `wildcard` naming the table
+    or figure."""
+    return (lambda wc: plan.report_inputs(wc[wildcard]), lambda wc: plan.report_params(wc[wildcard]))
 
 
 def with_wildcards(function):

@@ -116,54 +116,6 @@ if P4.s.leaderboard.run and P4.s.leaderboard.selected:
             "../scripts/p4_select_tau.py"
 
 
-rule p4_table:
-    input:
-        results=lambda wc: P4.table_results(wc.table),
-    output:
-        csv=report(
-            f"{RESULTS}/tables/p4/{{table}}.csv",
-            caption="../report/p4_tables.rst",
-            category="Paper 4",
-            subcategory="Tables",
-        ),
-        md=f"{RESULTS}/tables/p4/{{table}}.md",
-    params:
-        spec=lambda wc: P4.table_params(wc.table),
-    wildcard_constraints:
-        table=wildcard_choice(P4.TABLES),
-    log:
-        f"{LOGS}/tables/p4_{{table}}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/p4/tables/{{table}}.tsv"
-    localrule: True
-    script:
-        "../scripts/p4_table.py"
-
-
-rule p4_figure4:
-    input:
-        results=[f for files in P4.speed_outputs().values() for f in files],
-        layer_costs=list(P4.layer_costs().values()),
-    output:
-        png=report(
-            f"{RESULTS}/figures/p4/fig4.png",
-            caption="../report/p4_figures.rst",
-            category="Paper 4",
-            subcategory="Figures",
-        ),
-        pdf=f"{RESULTS}/figures/p4/fig4.pdf",
-    params:
-        kind="fig4",
-        spec=P4.speed_params(),
-    log:
-        f"{LOGS}/figures/p4_fig4.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/p4/figures/fig4.tsv"
-    localrule: True
-    script:
-        "../scripts/p4_figure.py"
-
-
 rule p4_figure5:
     input:
         records=P4.fig5_inputs(),
@@ -177,8 +129,7 @@ rule p4_figure5:
         pdf=f"{RESULTS}/figures/p4/fig5.pdf",
         fit=P4.fig5_fit_path(),
     params:
-        kind="fig5",
-        spec=P4.fig5_params(),
+        spec=P4.report_params("fig5"),
     log:
         f"{LOGS}/figures/p4_fig5.log",
     benchmark:
@@ -186,14 +137,3 @@ rule p4_figure5:
     localrule: True
     script:
         "../scripts/p4_figure.py"
-
-
-# One named target per run, e.g. `snakemake -c2 p4_mtd4`: its training and every evaluation a table reads.
-for _run in P4.s.runs:
-
-    rule:
-        name:
-            f"p4_{_run}"
-        input:
-            P4.run_results(_run),
-        localrule: True

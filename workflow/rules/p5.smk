@@ -149,35 +149,6 @@ rule p5_decode:
         "../scripts/p5_decode.py"
 
 
-rule p5_table:
-    input:
-        with_wildcards(P5.table_inputs),
-    output:
-        csv=report(
-            f"{RESULTS}/tables/p5/{{table}}.csv",
-            caption="../report/p5_tables.rst",
-            category="Paper 5",
-            subcategory="Tables",
-        ),
-        md=f"{RESULTS}/tables/p5/{{table}}.md",
-    params:
-        name=lambda wc: wc.table,
-        rows=P5.table1_rows(),
-        checks={t: P5.check_file(t) for t in P5.decode_tasks()},
-        table2=P5.section["tables"]["table2"],
-        table2_heads=P5.table2_heads(),
-        titles=P5.task_titles(),
-    wildcard_constraints:
-        table=wildcard_choice(P5.TABLES),
-    log:
-        f"{LOGS}/tables/p5_{{table}}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/p5/table/{{table}}.tsv"
-    localrule: True
-    script:
-        "../scripts/p5_table.py"
-
-
 # All five figures in one job (they read the same frontier files).
 rule p5_figures:
     input:

@@ -1,12 +1,12 @@
 """Paper 1: one figure as PNG and PDF.
 
-snakemake.params.kind    pareto (Figs 5, 9: accuracy vs acceleration of the final students) | dynamics (Figs 7-8,
-                         10-11: over training checkpoints) | confidence (Fig. 6, from the analysis CSV)
-snakemake.params.figure  fig5 .. fig11
-snakemake.params.spec    pareto: runs, task, metric, titles; dynamics: run, task, metric, titles, final_step;
-                         confidence: bins (papers.p1.figures.fig6)
-snakemake.input          results (result JSONs) or csv (the confidence analysis)
-snakemake.output         png, pdf
+snakemake.wildcards.figure  fig5 .. fig11
+snakemake.params.spec       `P1Plan.report_params`: kind pareto (Figs 5, 9: accuracy vs acceleration of the final
+                            students: runs, task, metric, titles) | dynamics (Figs 7-8, 10-11: over training
+                            checkpoints: run, task, metric, titles, final_step) | confidence (Fig. 6, from the
+                            analysis CSV: bins, papers.p1.figures.fig6)
+snakemake.input             results (result JSONs) or csv (the confidence analysis)
+snakemake.output            png, pdf
 """
 
 import pandas as pd
@@ -17,7 +17,8 @@ from mtp_core.results import load_results
 
 smk = snakemake
 log_to_file(smk.log[0])
-kind, spec, fig = smk.params.kind, dict(smk.params.spec), smk.params.figure
+spec, fig = dict(smk.params.spec), smk.wildcards.figure
+kind = spec["kind"]
 title = f"Paper 1, {fig.replace('fig', 'Figure ')}"
 if kind == "confidence":
     confidence_figure(pd.read_csv(smk.input.csv), smk.output.png, smk.output.pdf, bins=int(spec["bins"]), title=title)

@@ -1,10 +1,10 @@
 """Paper 3: one figure as PNG and PDF.
 
-snakemake.params.kind    category (Figs 4-5: per-category τ by method and BC) | alignment (Fig. 2, from the CSV)
-snakemake.params.figure  fig2 | fig4 | fig5
-snakemake.params.spec    category: name, settings (p3_plan.experiment_settings); alignment: papers.p3.figures.fig2
-snakemake.input          results (result JSONs) or csv (the alignment analysis)
-snakemake.output         png, pdf
+snakemake.wildcards.figure  fig2 | fig4 | fig5
+snakemake.params.spec       `P3Plan.report_params`: kind category (Figs 4-5: per-category τ by method and BC; name,
+                            settings) | alignment (Fig. 2, from the CSV; papers.p3.figures.fig2)
+snakemake.input             results (result JSONs) or csv (the alignment analysis)
+snakemake.output            png, pdf
 """
 
 import pandas as pd
@@ -15,7 +15,8 @@ from mtp_core.results import load_results
 
 smk = snakemake
 log_to_file(smk.log[0])
-kind, spec, fig = smk.params.kind, dict(smk.params.spec), smk.params.figure
+spec, fig = dict(smk.params.spec), smk.wildcards.figure
+kind = spec["kind"]
 title = f"Paper 3, {fig.replace('fig', 'Figure ')}"
 if kind == "category":
     model = spec["settings"][0]["model"] if spec["settings"] else ""

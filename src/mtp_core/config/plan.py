@@ -8,8 +8,9 @@ config's `threads` unless it sets its own); its launcher settings merge the top-
 the run's own (`merged_run`, `launcher_settings`).
 
 A paper subclasses `PaperPlan` with its settings dataclass (`Settings`), its `paper` name and its `TABLES` and
-`FIGURES`, and declares its jobs, tables and figures as methods; its rule file reads them
-(`workflow/rules/<paper>.smk`). The schema fills every default before the settings are read
+`FIGURES`, and declares its jobs as methods, which its rule file reads (`workflow/rules/<paper>.smk`). The rules
+every paper shares (`workflow/rules/papers.smk`) build its tables and figures from `report_inputs` and
+`report_params` (but those of `OWN_RULES`), and give each of `run_names` a named target (`run_results`). The schema fills every default before the settings are read
 (`config.settings.validate_schema`), so the settings dataclasses declare none: a default lives in the schema only.
 """
 
@@ -104,6 +105,7 @@ class PaperPlan:
     Settings: ClassVar[type]
     TABLES: ClassVar[tuple[str, ...]] = ()
     FIGURES: ClassVar[tuple[str, ...]] = ()
+    OWN_RULES: ClassVar[tuple[str, ...]] = ()  # tables and figures built by a rule of the paper's own rule file
 
     def __init__(self, config: dict):
         self.config = config
@@ -131,6 +133,28 @@ class PaperPlan:
     def targets(self) -> list[str]:
         """The paper's share of `rule all`."""
         return [f for name in self.in_all() for f in self.target_files(name)]
+
+    def shared_rule_names(self, kind: str) -> list[str]:
+        """The tables (`kind` "table") or figures ("figure") that the rules every paper shares build
+        (`workflow/rules/papers.smk`): all but those of `OWN_RULES`, which the paper's rule file builds."""
+        return [n for n in (self.TABLES if kind == "table" else self.FIGURES) if n not in self.OWN_RULES]
+
+    def report_inputs(self, name: str) -> dict[str, str | list[str]]:
+        """The named input files of table or figure `name` (its job's `snakemake.input`)."""
+        raise NotImplementedError
+
+    def report_params(self, name: str) -> dict[str, Any]:
+        """What the job of table or figure `name` reads (its `snakemake.params.spec`), JSON-ready."""
+        raise NotImplementedError
+
+    def run_names(self) -> list[str]:
+        """The training runs with a named target `<paper>_<run>` (`run_results`); none by default."""
+        return []
+
+    def run_results(self, run: str) -> list[str]:
+        """What the named target of run `run` builds: its training and every result of it a table or figure
+        reads."""
+        raise NotImplementedError
 
     # --------------------------------------------------------------------------------------- results
 

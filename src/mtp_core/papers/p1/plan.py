@@ -182,8 +182,6 @@ class P1Plan(PaperPlan):
     Settings = P1Settings
     TABLES = TABLES
     FIGURES = FIGURES
-    PARETO_FIGURES = PARETO_FIGURES
-    DYNAMICS_FIGURES = DYNAMICS_FIGURES
     BASELINE_DECODER = BASELINE_DECODER
     checkpoint_label = staticmethod(checkpoint_label)
     baseline_label = staticmethod(baseline_label)
@@ -328,6 +326,23 @@ class P1Plan(PaperPlan):
         if figure in DYNAMICS_FIGURES:
             return out | {"run": spec.run, "final_step": self.run(spec.run).max_steps}
         return out | {"runs": runs}
+
+    def report_inputs(self, name: str) -> dict[str, str | list[str]]:
+        """Figure 6: the confidence analysis of its run; the others: the result files they read."""
+        if name == "fig6":
+            return {"csv": self.confidence_csv(self.s.figures.fig6.run)}
+        return {"results": self.experiment_results(name)}
+
+    def report_params(self, name: str) -> dict[str, Any]:
+        """A table's `table_params`; a figure's kind (pareto, dynamics or confidence) with its settings."""
+        if name in TABLES:
+            return self.table_params(name)
+        if name == "fig6":
+            return {"kind": "confidence", **self.confidence()}
+        return {"kind": "pareto" if name in PARETO_FIGURES else "dynamics", **self.figure_params(name)}
+
+    def run_names(self) -> list[str]:
+        return list(self.s.runs)
 
     def confidence(self) -> dict[str, Any]:
         """Figure 6's settings (`figures.fig6`), as the confidence job and the figure read them."""

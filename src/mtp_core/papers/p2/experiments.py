@@ -213,6 +213,9 @@ class Experiments(PaperPlan):
             "replicates": self.replicates(run),
         }
 
+    def report_inputs(self, name: str) -> dict[str, list[str]]:
+        return {"files": self.experiment_inputs(name)}
+
     def report_params(self, name: str) -> dict[str, Any]:
         """Everything table or figure `name` shows, JSON-ready (the report script's `params.spec`; `spec`: its
         section as written, defaults filled)."""

@@ -125,7 +125,6 @@ class P3Plan(PaperPlan):
     Settings = P3Settings
     TABLES = TABLES
     FIGURES = FIGURES
-    CATEGORY_FIGURES = CATEGORY_FIGURES
 
     # ------------------------------------------------------------------------------------------- methods
 
@@ -213,6 +212,20 @@ class P3Plan(PaperPlan):
         """Result files an experiment reads (settings and their greedy references), without duplicates."""
         rows = self.experiment_settings(name)
         return list(dict.fromkeys(p for r in rows for p in (r["path"], r["reference"])))
+
+    def report_inputs(self, name: str) -> dict[str, str | list[str]]:
+        """Figure 2: the alignment analysis of its model; the others: the result files they read."""
+        if name == ALIGNMENT_FIGURE:
+            return {"csv": self.alignment_csv(self.s.figures.fig2.model)}
+        return {"results": self.experiment_results(name)}
+
+    def report_params(self, name: str) -> dict[str, Any]:
+        """Figure 2's settings (kind alignment); the others' name and settings (`experiment_settings`; a figure's
+        kind: category)."""
+        if name == ALIGNMENT_FIGURE:
+            return {"kind": "alignment", **self.alignment()}
+        spec = {"name": name, "settings": self.experiment_settings(name)}
+        return spec if name in TABLES else {"kind": "category", **spec}
 
     def alignment(self) -> dict[str, Any]:
         """Figure 2's settings (`figures.fig2`), as the alignment job and the figure read them."""

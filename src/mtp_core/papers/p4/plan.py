@@ -81,6 +81,7 @@ class P4Plan(Checks):
     Settings = P4Settings
     TABLES = TABLES
     FIGURES = FIGURES
+    OWN_RULES = ("fig5",)  # its rule writes the fit beside the figure
 
     # -------------------------------------------------------------------------------------------- runs
 
@@ -398,6 +399,22 @@ class P4Plan(Checks):
             "titles": {TF_COLUMN: "TF acc (val)", **titles},
             "offsets": max(t for _, t in self.quality_rows(name)) if name == "table5" else 0,
         }
+
+    def report_inputs(self, name: str) -> dict[str, list[str]]:
+        """A table's result files (`table_results`); Figure 4's: the speed job's results and layer costs."""
+        if name == "fig4":
+            return {"results": [f for files in self.speed_outputs().values() for f in files],
+                    "layer_costs": list(self.layer_costs().values())}  # fmt: skip
+        return {"results": self.table_results(name)}
+
+    def report_params(self, name: str) -> dict:
+        """A table's `table_params`; Figure 4's: the speed job's (`speed_params`); Figure 5's: its curves."""
+        if name == "fig4":
+            return {"kind": "fig4", **self.speed_params()}
+        return {"kind": "fig5", **self.fig5_params()} if name == "fig5" else self.table_params(name)
+
+    def run_names(self) -> list[str]:
+        return list(self.s.runs)
 
     def fig5_inputs(self) -> list[str]:
         return [self.train_record(r) for r in self.s.figures.fig5.runs]

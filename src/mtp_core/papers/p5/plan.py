@@ -58,6 +58,7 @@ class P5Plan(Checks):
     Settings = P5Settings
     TABLES = ("table1", "table2")
     FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5")
+    OWN_RULES = FIGURES  # one job draws them all (they read the same frontier files)
     SPLIT_REPORT = str(Path(layout.prompts("p5/split_report")).with_suffix(".json"))  # beside the tasks' prompts
 
     def task_title(self, task: str) -> str:
@@ -285,16 +286,21 @@ class P5Plan(Checks):
         figures = [asdict(getattr(self.s.figures, f)) for f in self.FIGURES]
         return list(dict.fromkeys(t for f in figures for t in f.get("tasks") or [f["task"]]))
 
-    def table_inputs(self, table: str) -> list[str]:
+    def report_inputs(self, name: str) -> dict[str, list[str]]:
         """Table 1: its results and references, then each task's simulation check; Table 2: each task's search and
         self values, in the order of its tasks."""
-        if table == "table1":
+        if name == "table1":
             results = dict.fromkeys(p for r in self.table1_rows() for p in (r["path"], r["reference"]))
-            return [*results, *(self.check_file(t) for t in self.s.tables.table1.tasks)]
-        h = self.table2_heads()
-        return [
-            f"{self.frontier_dir(h, t)}/{f}" for t in self.s.tables.table2.tasks for f in ("search.json", "self.json")
-        ]
+            return {"files": [*results, *(self.check_file(t) for t in self.s.tables.table1.tasks)]}
+        h, tasks = self.table2_heads(), self.s.tables.table2.tasks
+        return {"files": [f"{self.frontier_dir(h, t)}/{f}" for t in tasks for f in ("search.json", "self.json")]}
+
+    def report_params(self, name: str) -> dict[str, Any]:
+        """Table 1: its rows (`table1_rows`) and each task's simulation check; Table 2: its section and the tasks'
+        titles."""
+        if name == "table1":
+            return {"rows": self.table1_rows(), "checks": {t: self.check_file(t) for t in self.decode_tasks()}}
+        return {"table2": self.section["tables"]["table2"], "titles": self.task_titles()}
 
     def figure_inputs(self) -> list[str]:
         h, files = self.figure_heads(), ("search.json", "self.json", "throughput.json", "regimes.csv", "regimes.json")

@@ -60,9 +60,10 @@ def test_params_paths_and_leaderboard(tiny):
     assert plan.frontier_outputs()[0] == "results/analysis/p5/{heads}/humaneval/table.npz"
     assert plan.decode_outputs()[0] == "results/decode/p5/tiny-qwen3-math/prompts-p5-{task}/greedy.json"
     assert (
-        plan.table_inputs("table1")[-1] == "results/decode/p5/tiny-qwen3-math/prompts-p5-sharegpt/simulation_check.json"
+        plan.report_inputs("table1")["files"][-1]
+        == "results/decode/p5/tiny-qwen3-math/prompts-p5-sharegpt/simulation_check.json"
     )
-    assert plan.table_inputs("table2")[:2] == [
+    assert plan.report_inputs("table2")["files"][:2] == [
         "results/analysis/p5/hydra/humaneval/search.json",
         "results/analysis/p5/hydra/humaneval/self.json",
     ]
