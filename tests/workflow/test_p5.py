@@ -19,7 +19,7 @@ from .conftest import assert_bad_tiny_config_stops
 JOBS = {
     "p5_split": 1,
     "p5_selfdistill": 1,
-    "p5_train_heads": 2,
+    "p5_train": 2,
     "p5_frontier": 1,
     "p5_decode": 3,
     "p5_table": 2,
@@ -96,7 +96,7 @@ def test_dry_run_dag_other_scales(config, dry_run):
     assert counts["p5_frontier"] == len(plan.search_heads()) == 1
     assert counts["p5_decode"] == 3 and counts["p5_table"] == 2
     trained = len(plan.trained_heads())
-    assert counts.get("p5_train_heads", 0) == trained and counts.get("p5_import_heads", 0) == 2 - trained
+    assert counts.get("p5_train", 0) == trained and counts.get("p5_import_heads", 0) == 2 - trained
 
 
 def test_bad_p5_config_stops_before_any_job(tmp_path):

@@ -8,38 +8,6 @@
 P1 = paper_plan("p1")
 
 
-# Training runs through the submitit launcher (`mtp_core.train.launch`, cluster from config `launcher`): a local
-# rule that submits the job and waits, so its `benchmark:` times the wait (the training itself when local); the
-# launcher records the job's own cost in train.json.cost.json. Declared outputs are only the launcher's record and the final model:
-# Snakemake deletes the outputs of a killed job, and the resumable states (checkpoints/), the step exports
-# (exports/) and train.json.job.json (which the launcher re-attaches to after a restart) must survive.
-rule p1_train:
-    input:
-        model=lambda wc: model_input(P1.run(wc.run).model),
-        data=lambda wc: train_data_path(P1.run(wc.run).dataset),
-    output:
-        record=P1.train_record("{run}"),
-        model=directory(P1.final_model("{run}")),
-    params:
-        settings=lambda wc: shell_json(P1.run_settings(wc.run)),  # a rerun trigger
-        run_dir=with_wildcards(P1.run_dir),
-        python=PYTHON,
-    wildcard_constraints:
-        run=wildcard_choice(P1.s.runs),
-    log:
-        f"{LOGS}/p1/train/{{run}}.log",
-    benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
-        f"{RESULTS}/benchmarks/p1/train/{{run}}.tsv"
-    localrule: True
-    threads: training_threads(with_wildcards(P1.launcher_settings))
-    resources:  # where and how the run trains: moving it to another cluster or partition must not retrain it
-        submitit_jobs=1,
-        launcher=lambda wc: shell_json(P1.launcher_settings(wc.run)),
-    shell:
-        "{params.python} -m mtp_core.cli train --method p1 --output {output.record} --run-dir {params.run_dir}"
-        " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
-
-
 rule p1_evaluate:
     input:
         unpack(lambda wc: task_inputs(wc.task)),

@@ -28,34 +28,6 @@ rule p2_features:
         "../scripts/p2_features.py"
 
 
-# Training through the submitit launcher (as p1_train): declared outputs are the launcher's record and the final
-# export (heads, and the trunk when it trained); checkpoints/ and curves.csv survive a killed job.
-rule p2_train:
-    input:
-        unpack(with_wildcards(P2.train_inputs)),
-    output:
-        record=P2.run_record("{run}"),
-        model=directory(P2.run_model("{run}")),
-    params:
-        settings=lambda wc: shell_json(P2.run_settings(wc.run)),  # a rerun trigger
-        run_dir=with_wildcards(P2.run_dir),
-        python=PYTHON,
-    wildcard_constraints:
-        run=wildcard_choice(P2.run_names()),
-    log:
-        f"{LOGS}/p2/train/{{run}}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/p2/train/{{run}}.tsv"
-    localrule: True
-    threads: training_threads(with_wildcards(P2.launcher_settings))
-    resources:
-        submitit_jobs=1,
-        launcher=lambda wc: shell_json(P2.launcher_settings(wc.run)),  # where and how it trains: not a param
-    shell:
-        "{params.python} -m mtp_core.cli train --method p2 --output {output.record} --run-dir {params.run_dir}"
-        " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
-
-
 # Greedy continuations of every prompt set from one trunk, past the budget (the simulation's last step), and the
 # main head's Top-N mass on the validation windows (Fig. 6).
 rule p2_reference:

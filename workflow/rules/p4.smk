@@ -10,34 +10,6 @@ P4 = paper_plan("p4")
 P4_LABELS = P4.label_taus()
 
 
-# Training through the submitit launcher (as paper 1's): declared outputs are only the launcher's record and the
-# final model, so a killed job's resumable states (checkpoints/) survive.
-rule p4_train:
-    input:
-        unpack(lambda wc: P4.train_inputs(wc.run)),
-    output:
-        record=P4.train_record("{run}"),
-        model=directory(P4.final_model("{run}")),
-    params:
-        settings=lambda wc: shell_json(P4.run_settings(wc.run)),
-        run_dir=lambda wc: P4.run_dir(wc.run),
-        python=PYTHON,
-    wildcard_constraints:
-        run=wildcard_choice(list(P4.s.runs)),
-    log:
-        f"{LOGS}/p4/train/{{run}}.log",
-    benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
-        f"{RESULTS}/benchmarks/p4/train/{{run}}.tsv"
-    localrule: True
-    threads: training_threads(lambda wc: P4.launcher_settings(wc.run))
-    resources:
-        submitit_jobs=1,
-        launcher=lambda wc: shell_json(P4.launcher_settings(wc.run)),
-    shell:
-        "{params.python} -m mtp_core.cli train --method p4 --output {output.record} --run-dir {params.run_dir}"
-        " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
-
-
 # Evaluation: one job per (label, τ) (and one per start model, "Vanilla"): the model loads once, then the
 # teacher-forced scores on the held-out split and every task; uniform outputs, so that the slurm profile can give
 # the rule a GPU and paper scale runs the settings in parallel.

@@ -49,35 +49,6 @@ rule p5_selfdistill:
         "../scripts/p5_selfdistill.py"
 
 
-# Heads trained through the submitit launcher (a local rule that submits and waits; see p1_train): declared outputs
-# are the launcher's record and the heads, so the resumable states survive a killed job.
-rule p5_train_heads:
-    input:
-        model=model_input(P5.s.model),
-        data=P5.selfdistill_dir(),
-    output:
-        record=P5.heads_record("{heads}"),
-        heads=directory(P5.heads_dir("{heads}")),
-    params:
-        settings=lambda wc: shell_json(P5.heads_settings(wc.heads)),  # a rerun trigger
-        run_dir=with_wildcards(P5.heads_run_dir),
-        python=PYTHON,
-    wildcard_constraints:
-        heads=wildcard_choice(P5.trained_heads()),
-    log:
-        f"{LOGS}/p5/train/{{heads}}.log",
-    benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
-        f"{RESULTS}/benchmarks/p5/train/{{heads}}.tsv"
-    localrule: True
-    threads: training_threads(lambda wc: P5.launcher_settings(wc.heads, "heads"))
-    resources:  # the launcher's settings: a resource, not a param (moving a training must not retrain it)
-        submitit_jobs=1,
-        launcher=lambda wc: shell_json(P5.launcher_settings(wc.heads, "heads")),
-    shell:
-        "{params.python} -m mtp_core.cli train --method p5_heads --output {output.record} --run-dir {params.run_dir}"
-        " --settings {params.settings} --launcher {resources.launcher} > {log} 2>&1"
-
-
 # Published heads (paper scale: ankner/hydra-vicuna-7b-v1.3, FasterDecoding/medusa-vicuna-7b-v1.3) in our format.
 rule p5_import_heads:
     input:

@@ -10,7 +10,8 @@ the run's own (`merged_run`, `launcher_settings`).
 A paper subclasses `PaperPlan` with its settings dataclass (`Settings`), its `paper` name and its `TABLES` and
 `FIGURES`, and declares its jobs as methods, which its rule file reads (`workflow/rules/<paper>.smk`). The rules
 every paper shares (`workflow/rules/papers.smk`) build its tables and figures from `report_inputs` and
-`report_params` (but those of `OWN_RULES`), and give each of `run_names` a named target (`run_results`). The schema fills every default before the settings are read
+`report_params` (but those of `OWN_RULES`), run each of its `trainings` through the launcher (`TRAIN_METHOD`,
+`train_inputs`, `run_settings`), and give each of `run_names` a named target (`run_results`). The schema fills every default before the settings are read
 (`config.settings.validate_schema`), so the settings dataclasses declare none: a default lives in the schema only.
 """
 
@@ -106,6 +107,8 @@ class PaperPlan:
     TABLES: ClassVar[tuple[str, ...]] = ()
     FIGURES: ClassVar[tuple[str, ...]] = ()
     OWN_RULES: ClassVar[tuple[str, ...]] = ()  # tables and figures built by a rule of the paper's own rule file
+    TRAIN_METHOD: ClassVar[str | None] = None  # the launcher's method of its trainings (`mtp-repro train --method`)
+    TRAINING_TABLE: ClassVar[str] = "runs"  # the section's table that declares them (their launcher settings)
 
     def __init__(self, config: dict):
         self.config = config
@@ -165,9 +168,38 @@ class PaperPlan:
         """Training run `name` with its overrides merged (`merged_run`)."""
         return merged_run(self.config, self.paper, name, cls, **fields)
 
-    def launcher_settings(self, run: str, table: str = "runs") -> dict:
-        """The launcher settings of training `run` (`launcher_settings`)."""
-        return launcher_settings(self.config, self.paper, run, table)
+    def launcher_settings(self, run: str, table: str | None = None) -> dict:
+        """The launcher settings of training `run` declared in `papers.<paper>.<table>` (default
+        `TRAINING_TABLE`; `launcher_settings`)."""
+        return launcher_settings(self.config, self.paper, run, table or self.TRAINING_TABLE)
+
+    # ------------------------------------------------------------------------------------ trainings
+
+    def trainings(self) -> list[str]:
+        """The trainings the shared training rule runs through the launcher (`TRAIN_METHOD`); by default
+        `run_names`."""
+        return self.run_names()
+
+    def training_dir(self, run: str) -> str:
+        """Where training `run` keeps its states, curves and record."""
+        return self.run_dir(run)
+
+    def train_record(self, run: str) -> str:
+        """The launcher's record of training `run` (written when it has finished)."""
+        return f"{self.training_dir(run)}/train.json"
+
+    def final_model(self, run: str) -> str:
+        """What training `run` exports (its trained model)."""
+        return f"{self.training_dir(run)}/model"
+
+    def train_inputs(self, run: str) -> dict[str, Any]:
+        """The named input files of training `run` (its start model, its data)."""
+        raise NotImplementedError
+
+    def run_settings(self, run: str) -> dict[str, Any]:
+        """The settings training `run` gets (`mtp-repro train --settings`: what the method's `launch_check`
+        takes)."""
+        raise NotImplementedError
 
     def result_path(self, run: str, task: str, setting: str) -> str:
         return layout.decode_result(self.paper, run, task, setting)

@@ -30,7 +30,7 @@ from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, dataset_on_bad_row, model_spec
 from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
 from ...evaluate import EvalSettings
-from ...models.plan import model_dir
+from ...models.plan import model_dir, model_inputs
 from ...train.config import step_dir_name
 from ...train.finetune import with_base_stamp
 
@@ -182,6 +182,7 @@ class P1Plan(PaperPlan):
     Settings = P1Settings
     TABLES = TABLES
     FIGURES = FIGURES
+    TRAIN_METHOD = "p1"
     BASELINE_DECODER = BASELINE_DECODER
     checkpoint_label = staticmethod(checkpoint_label)
     baseline_label = staticmethod(baseline_label)
@@ -211,13 +212,9 @@ class P1Plan(PaperPlan):
         }
         return with_base_stamp(settings, self.config, plan.model)
 
-    def final_model(self, run: str) -> str:
-        """The trained student of `run` (HF checkpoint, output of p1_train)."""
-        return f"{self.run_dir(run)}/model"
-
-    def train_record(self, run: str) -> str:
-        """The launcher's record of a finished training (job, steps, attempts; written only on success)."""
-        return f"{self.run_dir(run)}/train.json"
+    def train_inputs(self, run: str) -> dict[str, list[str] | str]:
+        plan = self.run(run)
+        return {"model": model_inputs(self.config, plan.model), "data": train_data_path(plan.dataset)}
 
     def export_dir(self, run: str, step: int | str) -> str:
         return f"{self.run_dir(run)}/exports/{step_dir_name(int(step))}"

@@ -131,7 +131,7 @@ class Experiments(PaperPlan):
         return {
             "models": [f for m in self.speed_mains(experiment) for f in self.trunk_input(m)],
             "prompts": [layout.prompts(ps) for ps in self.s.prompt_sets],
-            "runs": sorted({self.run_model(r["run"]) for r in self.speed_rows(experiment)}),
+            "runs": sorted({self.final_model(r["run"]) for r in self.speed_rows(experiment)}),
         }
 
     # ------------------------------------------------------------------------------------------------ experiments
@@ -163,7 +163,7 @@ class Experiments(PaperPlan):
             extra = [p for r in runs for p in self.acceptance_outputs(r)] if name in ACCEPTANCE_SPEED else []
             return self.speed_outputs(name) + extra
         if name in CURVE_FIGURES or name == "table4":
-            return [self.run_record(r) for r in runs]
+            return [self.train_record(r) for r in runs]
         if name == "fig6":
             return [self.topn_path(self.topn_main(), "csv")]
         if name == "table3":
@@ -207,7 +207,7 @@ class Experiments(PaperPlan):
             "acceptance": {ps: {str(d): self.result(run, ps, setting_label(d)) for d in self.depths()} for ps in sets},
             "validation": self.validation_path(run),
             "reference": {ps: self.reference_path(main, ps) for ps in sets},
-            "record": self.run_record(run),
+            "record": self.train_record(run),
             "method": plan.method,
             "train": plan.train,
             "replicates": self.replicates(run),

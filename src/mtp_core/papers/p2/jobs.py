@@ -17,7 +17,7 @@ def load_main(config: dict, main: str) -> LoadedModel:
     """The trunk `main` names (`P2Plan.main_of`): a declared model, or the trunk a run trained (its export)."""
     plan = P2Plan(config)
     if plan.is_run(main):
-        return load_rule_model(config, plan.run(main).model, None, plan.run_model(main))
+        return load_rule_model(config, plan.run(main).model, None, plan.final_model(main))
     return load_rule_model(config, main, model_dir(config, main))
 
 

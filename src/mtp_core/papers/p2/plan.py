@@ -72,6 +72,7 @@ class P2Plan(Experiments, Checks):
     Settings = P2Settings
     TABLES = TABLES
     FIGURES = FIGURES
+    TRAIN_METHOD = "p2"  # a run's export (`final_model`): its heads, and its trunk when the trunk trained
 
     # ------------------------------------------------------------------------------------------------------ runs
 
@@ -137,13 +138,6 @@ class P2Plan(Experiments, Checks):
         ext = self.declared(run).extend
         return self.num_heads(ext["from"]) + int(ext["new_heads"]) if ext else int(self._method_key(run, "num_heads"))
 
-    def run_model(self, run: str) -> str:
-        """The run's export: its heads (and its trained trunk, when the trunk trained)."""
-        return f"{self.run_dir(run)}/model"
-
-    def run_record(self, run: str) -> str:
-        return f"{self.run_dir(run)}/train.json"
-
     def main_of(self, run: str) -> str:
         """The trunk run decodes with: its base model (frozen trunk) or the run (a trained trunk, as its source's
         for an extension)."""
@@ -157,11 +151,11 @@ class P2Plan(Experiments, Checks):
 
     def heads_path(self, run: str) -> str:
         """The directory a decoder reads the heads of `run` from (`train.heads_dir`)."""
-        return f"{self.run_model(run)}/heads" if self.run(run).trunk_trained else self.run_model(run)
+        return f"{self.final_model(run)}/heads" if self.run(run).trunk_trained else self.final_model(run)
 
     def trunk_input(self, main: str) -> list[str]:
         """What loading main `main` reads: a base model's checkpoint, or the run's export holding its trained trunk."""
-        return [self.run_model(main)] if self.is_run(main) else model_inputs(self.config, main)
+        return [self.final_model(main)] if self.is_run(main) else model_inputs(self.config, main)
 
     def base_of(self, run: str) -> str | None:
         """The untrained trunk of a run that trained its trunk (its KL(base ‖ main)), else None."""
@@ -217,14 +211,14 @@ class P2Plan(Experiments, Checks):
         extend = None
         if plan.extend:
             e = plan.extend
-            extend = {"heads": self.run_model(e["from"]), "new_heads": int(e["new_heads"]), "group": e["group"]}
+            extend = {"heads": self.final_model(e["from"]), "new_heads": int(e["new_heads"]), "group": e["group"]}
             extend["source"] = e["source"]
         main = self.main_of(run)
         return with_base_stamp(
             {
                 "model": model_spec(self.config, plan.model),
                 "base_dir": model_dir(self.config, plan.model),
-                "trunk_dir": self.run_model(main) if plan.extend and self.is_run(main) else None,
+                "trunk_dir": self.final_model(main) if plan.extend and self.is_run(main) else None,
                 "shards": shards_index(plan.dataset),
                 "features": self.feature_dir(key) if key else None,
                 "extend": extend,
@@ -241,7 +235,7 @@ class P2Plan(Experiments, Checks):
         if key:
             inputs["features"] = self.feature_dir(key)
         if plan.extend:
-            inputs["source"] = self.run_model(plan.extend["from"])
+            inputs["source"] = self.final_model(plan.extend["from"])
             inputs["trunk"] = self.trunk_input(self.main_of(run))
         return inputs
 
@@ -299,7 +293,7 @@ class P2Plan(Experiments, Checks):
     def acceptance_inputs(self, run: str) -> dict[str, Any]:
         main, base = self.main_of(run), self.base_of(run)
         inputs = {
-            "run": self.run_model(run),
+            "run": self.final_model(run),
             "main": self.trunk_input(main),
             "references": [self.reference_path(main, ps) for ps in self.s.prompt_sets],
             "shards": self.windows_spec(main)["shards"],
@@ -320,9 +314,9 @@ class P2Plan(Experiments, Checks):
                     f"p2-{r.run}-{setting_label(depth)}",
                     f"P2 {plan.title} K={k}{loop}",
                     {"decoder": "mtp-spec", "heads": self.heads_path(r.run), "num_drafts": depth},
-                    checkpoint=self.run_model(main) if self.is_run(main) else None,
+                    checkpoint=self.final_model(main) if self.is_run(main) else None,
                     model=plan.model,
-                    needs=(self.run_model(r.run),),
+                    needs=(self.final_model(r.run),),
                 )
             )
         return rows

@@ -82,17 +82,12 @@ class P4Plan(Checks):
     TABLES = TABLES
     FIGURES = FIGURES
     OWN_RULES = ("fig5",)  # its rule writes the fit beside the figure
+    TRAIN_METHOD = "p4"
 
     # -------------------------------------------------------------------------------------------- runs
 
     def run_plan(self, run: str) -> P4Run:
         return self.run(run, P4Run)
-
-    def final_model(self, run: str) -> str:
-        return f"{self.run_dir(run)}/model"
-
-    def train_record(self, run: str) -> str:
-        return f"{self.run_dir(run)}/train.json"
 
     def run_settings(self, run: str) -> dict:
         """Settings of method `p4` (`settings.launch_check`): model spec and directory, train rows, `train`, `p4`."""

@@ -30,7 +30,7 @@ from typing import Any
 from ...config import layout
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError, model_spec
-from ...models.plan import model_dir
+from ...models.plan import model_dir, model_inputs
 from ...train.finetune import with_base_stamp
 from .checks import Checks
 from .settings import FrontierSettings, HeadsTrainConfig, P5Settings
@@ -59,6 +59,7 @@ class P5Plan(Checks):
     TABLES = ("table1", "table2")
     FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5")
     OWN_RULES = FIGURES  # one job draws them all (they read the same frontier files)
+    TRAIN_METHOD, TRAINING_TABLE = "p5_heads", "heads"  # trainings of heads (`papers.p5.heads`)
     SPLIT_REPORT = str(Path(layout.prompts("p5/split_report")).with_suffix(".json"))  # beside the tasks' prompts
 
     def task_title(self, task: str) -> str:
@@ -93,15 +94,22 @@ class P5Plan(Checks):
     def imported_heads(self) -> list[str]:
         return [h for h, spec in self.s.heads.items() if spec.source != "train"]
 
-    def heads_run_dir(self, heads: str) -> str:
+    def trainings(self) -> list[str]:
+        return self.trained_heads()
+
+    def training_dir(self, heads: str) -> str:
         return self.run_dir(f"heads/{heads}")
 
     def heads_dir(self, heads: str) -> str:
         """The heads in the one save format (`heads.save_heads`): trained or imported."""
-        return f"{self.heads_run_dir(heads)}/heads"
+        return f"{self.training_dir(heads)}/heads"
 
-    def heads_record(self, heads: str) -> str:
-        return f"{self.heads_run_dir(heads)}/train.json"
+    def final_model(self, heads: str) -> str:
+        """A heads training's export: the heads (`heads_dir`)."""
+        return self.heads_dir(heads)
+
+    def train_inputs(self, heads: str) -> dict[str, list[str] | str]:
+        return {"model": model_inputs(self.config, self.s.model), "data": self.selfdistill_dir()}
 
     def selfdistill_dir(self) -> str:
         return layout.data_dir(f"p5/selfdistill/{self.s.model}")
@@ -110,7 +118,7 @@ class P5Plan(Checks):
         """The `HeadsTrainConfig` keys heads `heads` set."""
         return {k: v for k, v in self.section["heads"][heads].items() if k in HEADS_MODULE_KEYS}
 
-    def heads_settings(self, heads: str) -> dict:
+    def run_settings(self, heads: str) -> dict:
         """Settings of `mtp-repro train --method p5_heads` for trained heads `heads` (`settings.launch_check`)."""
         model = self.s.model
         train = {"threads": self.config["threads"], **copy.deepcopy(self.s.heads[heads].train), "final_dir": "heads"}
@@ -325,4 +333,4 @@ def from_config(config: dict, run: str) -> tuple[dict, dict]:
     trained = plan.trained_heads()
     if run not in trained:
         raise ConfigError(f"papers.p5.heads: no trained heads {run!r} (trained: {', '.join(trained)})")
-    return plan.heads_settings(run), plan.launcher_settings(run, "heads")
+    return plan.run_settings(run), plan.launcher_settings(run)

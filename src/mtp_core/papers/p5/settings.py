@@ -64,7 +64,7 @@ class HeadsTrainConfig:
         return list(self.head_weights or [1.0] * self.num_heads)
 
 
-# settings (`P5Plan.heads_settings`): `model` (a model spec with `name`), `base_dir` (its prepared checkpoint or None),
+# settings (`P5Plan.run_settings`): `model` (a model spec with `name`), `base_dir` (its prepared checkpoint or None),
 # `base_stamp`, `data` (a self-distillation directory), `heads` (`HeadsTrainConfig` keys), `train` (`TrainConfig` keys)
 SETTINGS = MethodSettings(
     "p5_heads",

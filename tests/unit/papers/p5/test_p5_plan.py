@@ -56,7 +56,7 @@ def test_params_paths_and_leaderboard(tiny):
     assert plan.split_outputs()["gsm8k_calib"] == "results/prompts/p5/gsm8k/calib.jsonl"
     assert plan.split_inputs() == {f"math_{s}": f"results/data/math/{s}.jsonl" for s in ("train", "validation", "test")}
     assert plan.selfdistill_dir() == "results/data/p5/selfdistill/tiny-qwen3-math"
-    assert plan.heads_record("medusa") == "results/models/p5/heads/medusa/train.json"
+    assert plan.train_record("medusa") == "results/models/p5/heads/medusa/train.json"
     assert plan.frontier_outputs()[0] == "results/analysis/p5/{heads}/humaneval/table.npz"
     assert plan.decode_outputs()[0] == "results/decode/p5/tiny-qwen3-math/prompts-p5-{task}/greedy.json"
     assert (
