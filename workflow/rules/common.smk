@@ -58,26 +58,6 @@ def paper_plan(name):
     return _PLANS[name]
 
 
-def report_rule_args(plan, wildcard):
-    """The input and params functions of a paper's table or figure rule (papers.smk), `wildcard` naming the table
-    or figure."""
-    return (lambda wc: plan.report_inputs(wc[wildcard]), lambda wc: plan.report_params(wc[wildcard]))
-
-
-def training_rule_args(plan):
-    """The functions of a paper's training rule in papers.smk (its inputs, its settings and launcher settings as
-    shell words, its run folder, its launcher settings)."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(
-        inputs=lambda wc: plan.train_inputs(wc.run),
-        settings=lambda wc: shell_json(plan.run_settings(wc.run)),
-        run_dir=lambda wc: plan.training_dir(wc.run),
-        launcher=lambda wc: plan.launcher_settings(wc.run),
-        launcher_json=lambda wc: shell_json(plan.launcher_settings(wc.run)),
-    )
-
-
 def with_wildcards(function):
     """A rule's input or params function calling `function` with the job's wildcards as keyword arguments."""
     return lambda wildcards: function(**dict(wildcards.items()))
