@@ -86,9 +86,9 @@ def _cost(results: Path) -> list[str]:
     ]
 
 
-def results_page(results: Path, command: str, *, date: str, commit: str, where: str, note: str = "") -> str:
-    """The page's markdown (module docstring); `note`: a line on how the run went (elapsed time, load)."""
-    scale = run_scale(results)
+def results_page(results: Path, command: str, *, date: str, commit: str, where: str, scale: str, note: str = "") -> str:
+    """The page's markdown (module docstring); `scale`: `run_scale(results)`; `note`: a line on how the run went
+    (elapsed time, load)."""
     lines = [
         f"# Results of a run at {scale} scale, {date}",
         "",
@@ -136,11 +136,10 @@ def main(argv: list[str] | None = None) -> Path:
     args = ap.parse_args(argv)
     if not args.results.is_dir():
         ap.error(f"--results {args.results}: no such directory")
-    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-    page = results_page(
-        args.results, args.command, date=date, commit=git_commit(Path.cwd()), where=machine(), note=args.note
-    )
-    out = args.out if args.out.suffix == ".md" else args.out / f"{date}-{run_scale(args.results)}.md"
+    date, scale = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), run_scale(args.results)
+    commit, where = git_commit(Path.cwd()), machine()
+    page = results_page(args.results, args.command, date=date, commit=commit, where=where, scale=scale, note=args.note)
+    out = args.out if args.out.suffix == ".md" else args.out / f"{date}-{scale}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, page)
     print(out)

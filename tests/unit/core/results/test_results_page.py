@@ -48,7 +48,8 @@ def cost_row(page: str, group: str) -> list[str]:
 
 
 def test_page_holds_provenance_cost_tables_and_figures(results):
-    page = rp.results_page(results, "make run", date="2026-11-27", commit="abc1234", where="2 cores")
+    scale = rp.run_scale(results)
+    page = rp.results_page(results, "make run", date="2026-11-27", commit="abc1234", where="2 cores", scale=scale)
     assert page.startswith("# Results of a run at tiny scale, 2026-11-27\n")
     for cell in ("| command | `make run` |", "| commit | abc1234 |", "| machine | 2 cores |", "| scale | tiny |"):
         assert cell in page
@@ -80,5 +81,6 @@ def test_scales_and_an_untimed_run(tmp_path):
     (root / "decode/p1/a.json").write_text(json.dumps({"scale": "tiny"}))
     (root / "decode/p1/b.json").write_text(json.dumps({"scale": "embedded"}))
     assert rp.run_scale(root) == "embedded+tiny" and rp.run_scale(tmp_path / "none") == "unknown"
-    page = rp.results_page(root, "x", date="d", commit="c", where="w")
+    page = rp.results_page(root, "x", date="d", commit="c", where="w", scale=rp.run_scale(root))
+    assert "| scale | embedded+tiny |" in page
     assert "No benchmark files" in page and "The run built no table." in page and "The run drew no figure." in page
