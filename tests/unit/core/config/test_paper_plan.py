@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import types
 import typing
 
 import pytest
-import yaml
 
 from mtp_core.config import layout
 from mtp_core.config.plan import PaperPlan, typed
@@ -18,16 +18,14 @@ from mtp_core.config.settings import ConfigError
 from mtp_core.validation import load_config
 from tests.conftest import REPO
 
+from .schemas import schema_defs
+
 PLANS = {name: paper.plan for name, paper in papers().items() if paper.plan is not None}
 
 
 @pytest.fixture(scope="module")
 def tiny() -> dict:
     return load_config(REPO / "config/tiny.yaml")
-
-
-def _schema(paper: str) -> dict:
-    return yaml.safe_load((REPO / f"workflow/schemas/{paper}.schema.yaml").read_text())["$defs"]
 
 
 def _resolve(schema: dict, defs: dict) -> dict:
@@ -62,7 +60,7 @@ def _mismatches(cls: type, schema: dict, defs: dict, where: str) -> list[str]:
 
 @pytest.mark.parametrize("paper", sorted(PLANS))
 def test_settings_mirror_the_schema_and_hold_no_default(paper):
-    defs = _schema(paper)
+    defs = schema_defs(paper)
     assert _mismatches(PLANS[paper].Settings, defs[paper], defs, f"papers.{paper}") == []
 
 
@@ -74,6 +72,26 @@ def test_registry_hooks_come_from_the_plan(paper, tiny):
     bad = copy.deepcopy(tiny)
     bad["papers"][paper]["in_all"] = [plan.TABLES[0]]
     assert PLANS[paper](bad).targets() == layout.table_files(paper, plan.TABLES[0])
+
+
+@pytest.mark.parametrize("paper", sorted(PLANS))
+def test_every_plan_answers_the_shared_rules(paper, tiny):
+    """What workflow/rules/papers.smk asks of a plan: each table and figure but its own rules' has named input files
+    and JSON-ready params; each training a launcher method of its paper, settings and inputs; each named run
+    target some files."""
+    plan = PLANS[paper](tiny)
+    shared = plan.shared_rule_names("table") + plan.shared_rule_names("figure")
+    assert sorted(shared + list(plan.OWN_RULES)) == sorted(plan.TABLES + plan.FIGURES)
+    for name in shared:
+        inputs = plan.report_inputs(name)
+        assert inputs and all(isinstance(f, str) for v in inputs.values() for f in ([v] if isinstance(v, str) else v))
+        json.dumps(plan.report_params(name))
+    methods = {m.name for m in papers()[paper].methods}
+    assert (plan.TRAIN_METHOD in methods) if plan.TRAIN_METHOD else not methods
+    for run in plan.trainings() if plan.TRAIN_METHOD else []:
+        assert plan.train_inputs(run) and json.dumps(plan.run_settings(run))
+        assert plan.train_record(run).startswith(plan.training_dir(run) + "/")
+    assert all(plan.run_results(run) for run in plan.run_names())
 
 
 @dataclasses.dataclass(frozen=True)

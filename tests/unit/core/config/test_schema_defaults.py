@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import yaml
 
 from mtp_core.papers.p1.settings import P1Config
 from mtp_core.papers.p2.settings import P2Config, P2LossConfig
 from mtp_core.papers.p4.settings import DMTDConfig
 from mtp_core.train.config import TrainConfig
-from tests.conftest import REPO
+
+from .schemas import schema_defs
 
 # (schema file, path of the object schema under $defs, the dataclass it feeds)
 SECTIONS = [
@@ -25,7 +25,7 @@ SECTIONS = [
 
 
 def _object_schema(schema_file: str, path: str) -> dict:
-    node = yaml.safe_load((REPO / f"workflow/schemas/{schema_file}.schema.yaml").read_text())["$defs"]
+    node = schema_defs(schema_file)
     first, *rest = path.split(".")
     node = node[first]
     for key in rest:
