@@ -201,6 +201,17 @@ class PaperPlan:
         takes)."""
         raise NotImplementedError
 
+    @classmethod
+    def resolve_training(cls, config: dict, run: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The launcher's resolver of the paper's training method (`mtp-repro train --config C --run R`,
+        `registry.Method.from_config`): the settings and launcher settings of training `run`; a ConfigError
+        naming the trainings for another name."""
+        plan = cls(config)
+        if run not in plan.trainings():
+            where, known = f"{plan.key}.{plan.TRAINING_TABLE}", ", ".join(plan.trainings()) or "none"
+            raise ConfigError(f"{where}: no training {run!r} (trainings: {known})")
+        return plan.run_settings(run), plan.launcher_settings(run)
+
     def result_path(self, run: str, task: str, setting: str) -> str:
         return layout.decode_result(self.paper, run, task, setting)
 

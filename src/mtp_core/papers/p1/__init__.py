@@ -19,7 +19,7 @@ PAPER = Paper(
             "p1",
             "mtp_core.papers.p1.train:launch_entry",
             "mtp_core.papers.p1.settings:launch_check",
-            "mtp_core.papers.p1.plan:from_config",
+            "mtp_core.papers.p1.plan:P1Plan.resolve_training",
         ),
     ),
     decoders=("mtp_core.papers.p1.decoders",),

@@ -1,5 +1,5 @@
 """Paper 1's experiment plan: the validated `papers.p1` section (`P1Settings`) turned into training runs, decoder
-sweeps, evaluation jobs, tables and figures. The rules (`workflow/rules/p1.smk`), the launcher (`from_config`) and
+sweeps, evaluation jobs, tables and figures. The rules (`workflow/rules/p1.smk`), the launcher (`resolve_training`) and
 the tests read it, so that the rules stay declarative; the scripts get what they need as rule params.
 
 Names (all derived here, nowhere else):
@@ -427,9 +427,3 @@ class P1Plan(PaperPlan):
             )
         if self.s.leaderboard.run:
             self.check_names("leaderboard.run", self.s.leaderboard.run, *declared)
-
-
-def from_config(config: dict, run: str) -> tuple[dict, dict]:
-    """The launcher's resolver of method `p1` (`--config C --run R`): the run's settings and launcher settings."""
-    plan = P1Plan(config)
-    return plan.run_settings(run), plan.launcher_settings(run)

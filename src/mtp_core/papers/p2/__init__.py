@@ -23,7 +23,7 @@ PAPER = Paper(
             "p2",
             "mtp_core.papers.p2.train:launch_entry",
             "mtp_core.papers.p2.settings:launch_check",
-            "mtp_core.papers.p2.plan:from_config",
+            "mtp_core.papers.p2.plan:P2Plan.resolve_training",
         ),
     ),
     decoders=("mtp_core.papers.p2.decoder", "mtp_core.papers.p2.uncached"),

@@ -320,9 +320,3 @@ class P2Plan(Experiments, Checks):
                 )
             )
         return rows
-
-
-def from_config(config: dict, run: str) -> tuple[dict, dict]:
-    """The launcher's resolver of method `p2` (`--config C --run R`)."""
-    plan = P2Plan(config)
-    return plan.run_settings(run), plan.launcher_settings(run)

@@ -22,7 +22,7 @@ PAPER = Paper(
             "p4",
             "mtp_core.papers.p4.train:launch_entry",
             "mtp_core.papers.p4.settings:launch_check",
-            "mtp_core.papers.p4.plan:from_config",
+            "mtp_core.papers.p4.plan:P4Plan.resolve_training",
         ),
     ),
     decoders=("mtp_core.papers.p4.decoder",),

@@ -441,9 +441,3 @@ class P4Plan(Checks):
             rows.append(LeaderboardEntry("p4", f"p4-{spec.run}-dmtd-selected", title, {"decoder": "dmtd"}, checkpoint,
                                          plan.model, params_from=self.selected_tau_path(spec.run)))  # fmt: skip
         return rows
-
-
-def from_config(config: dict, run: str) -> tuple[dict, dict]:
-    """The launcher's resolver of method `p4` (`--config C --run R`)."""
-    plan = P4Plan(config)
-    return plan.run_settings(run), plan.launcher_settings(run)

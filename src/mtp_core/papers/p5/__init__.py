@@ -26,7 +26,7 @@ PAPER = Paper(
             "p5_heads",
             "mtp_core.papers.p5.train:launch_entry",
             "mtp_core.papers.p5.settings:launch_check",
-            "mtp_core.papers.p5.plan:from_config",
+            "mtp_core.papers.p5.plan:P5Plan.resolve_training",
         ),
     ),
     decoders=("mtp_core.papers.p5.decoders",),

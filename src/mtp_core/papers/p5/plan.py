@@ -29,7 +29,7 @@ from typing import Any
 
 from ...config import layout
 from ...config.registry import LeaderboardEntry
-from ...config.settings import ConfigError, model_spec
+from ...config.settings import model_spec
 from ...models.plan import model_dir, model_inputs
 from ...train.finetune import with_base_stamp
 from .checks import Checks
@@ -325,12 +325,3 @@ class P5Plan(Checks):
             title = self.method_title(m) + (f" ({self.task_title(task)} bank)" if "bank" in params else "")
             rows.append(LeaderboardEntry("p5", f"p5-{m}", f"P5 {title}", params, model=self.s.model, needs=needs))
         return rows
-
-
-def from_config(config: dict, run: str) -> tuple[dict, dict]:
-    """The launcher's resolver of method `p5_heads` (`--config C --run <heads name>`)."""
-    plan = P5Plan(config)
-    trained = plan.trained_heads()
-    if run not in trained:
-        raise ConfigError(f"papers.p5.heads: no trained heads {run!r} (trained: {', '.join(trained)})")
-    return plan.run_settings(run), plan.launcher_settings(run)

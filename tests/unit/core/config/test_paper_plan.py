@@ -15,6 +15,7 @@ from mtp_core.config import layout
 from mtp_core.config.plan import PaperPlan, typed
 from mtp_core.config.registry import papers
 from mtp_core.config.settings import ConfigError
+from mtp_core.train.launch.methods import resolve
 from mtp_core.validation import load_config
 from tests.conftest import REPO
 
@@ -86,11 +87,13 @@ def test_every_plan_answers_the_shared_rules(paper, tiny):
         inputs = plan.report_inputs(name)
         assert inputs and all(isinstance(f, str) for v in inputs.values() for f in ([v] if isinstance(v, str) else v))
         json.dumps(plan.report_params(name))
-    methods = {m.name for m in papers()[paper].methods}
+    methods = {m.name: m for m in papers()[paper].methods}
     assert (plan.TRAIN_METHOD in methods) if plan.TRAIN_METHOD else not methods
     for run in plan.trainings() if plan.TRAIN_METHOD else []:
         assert plan.train_inputs(run) and json.dumps(plan.run_settings(run))
         assert plan.train_record(run).startswith(plan.training_dir(run) + "/")
+        resolver = resolve(methods[plan.TRAIN_METHOD].from_config)  # `mtp-repro train --config C --run R`
+        assert resolver(tiny, run) == (plan.run_settings(run), plan.launcher_settings(run))
     assert all(plan.run_results(run) for run in plan.run_names())
 
 

@@ -139,7 +139,6 @@ def test_p1_settings_from_config(tmp_path, capsys):
     its launcher settings the top-level `launcher` < `papers.p1.launcher` < the run's `launcher`."""
     import yaml
 
-    from mtp_core.papers.p1 import plan as p1_plan
     from mtp_core.papers.p1.plan import P1Plan
     from mtp_core.validation import load_config
     from tests.conftest import REPO
@@ -151,13 +150,13 @@ def test_p1_settings_from_config(tmp_path, capsys):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     config = load_config(path)
-    settings, launcher = p1_plan.from_config(config, "main")
+    settings, launcher = P1Plan.resolve_training(config, "main")
     assert settings == P1Plan(config).run_settings("main")
     assert settings["model"]["name"] == raw["papers"]["p1"]["model"] and settings["p1"]["k_max"] == 4
     assert launcher == {"cluster": "local", "timeout_min": 30, "tasks_per_node": 2, "poll_s": 3, "threads": 2}
     assert settings["train"]["threads"] == raw["threads"]  # the trainer uses the config's `threads`, as every job does
-    with pytest.raises(ValueError, match="no run 'other'"):
-        p1_plan.from_config(config, "other")
+    with pytest.raises(ValueError, match=r"papers\.p1\.runs: no training 'other' \(trainings: bda, .*main"):
+        P1Plan.resolve_training(config, "other")
     out = tmp_path / "run" / "launch.json"
     assert (
         cli_main(

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from mtp_core.config.settings import ConfigError, validate_schema
-from mtp_core.papers.p5.plan import P5Plan, from_config
+from mtp_core.papers.p5.plan import P5Plan
 from mtp_core.validation import check_references, load_config
 from tests.conftest import REPO
 
@@ -43,7 +43,7 @@ def test_params_paths_and_leaderboard(tiny):
     rows = plan.leaderboard()
     assert [r.label for r in rows] == ["p5-medusa_default", "p5-hydra_default", "p5-entmtp_static", "p5-entmtp_tau"]
     assert rows[3].needs == ("results/models/p5/heads/hydra/heads", "results/analysis/p5/hydra/gsm8k/bank.json")
-    settings, launcher = from_config(tiny, "hydra")
+    settings, launcher = P5Plan.resolve_training(tiny, "hydra")
     assert (
         settings["data"] == "results/data/p5/selfdistill/tiny-qwen3-math" and settings["train"]["final_dir"] == "heads"
     )
