@@ -209,4 +209,4 @@ def prompt_set_on_bad_row(name):
 
 def finetune_inputs(wildcards):
     spec = config["models"][wildcards.model]
-    return {"model": model_input(spec["base"]), "data": train_data_path(spec["dataset"])}
+    return finetune.rows_training_inputs(config, spec["base"], spec["dataset"])

@@ -6,9 +6,11 @@ start from the model (`base_stamp`), and the config check of every fine-tuned mo
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config.settings import ConfigError, dataset_on_bad_row, model_spec
 from ..data.rows import TRAIN_DATA_KINDS, train_data_path
-from ..models.plan import FINETUNED, finetuned_models, launcher_settings, model_dir
+from ..models.plan import FINETUNED, finetuned_models, launcher_settings, model_dir, model_inputs
 
 
 def base_stamp(config: dict, name: str) -> str | None:
@@ -29,6 +31,26 @@ def with_base_stamp(settings: dict, config: dict, name: str) -> dict:
     return settings if stamp is None else {**settings, "base_stamp": stamp}
 
 
+def rows_training_settings(config: dict, model: str, dataset: str, train: dict, **method: Any) -> dict:
+    """Settings of a training of `model` on the (query, response) rows of `dataset`: the model's spec and checkpoint
+    directory, the train rows, `train`, the method's own sections (`method`, e.g. `sft={...}`), the dataset's
+    bad-row policy, and `base_stamp` when the model is fine-tuned (`with_base_stamp`)."""
+    settings = {
+        "model": model_spec(config, model),
+        "base_dir": model_dir(config, model),
+        "data": train_data_path(dataset),
+        "train": train,
+        **method,
+        "on_bad_row": dataset_on_bad_row(config, dataset),
+    }
+    return with_base_stamp(settings, config, model)
+
+
+def rows_training_inputs(config: dict, model: str, dataset: str) -> dict[str, list[str] | str]:
+    """The input files of such a training (a workflow rule's inputs): the model's, and the train rows."""
+    return {"model": model_inputs(config, model), "data": train_data_path(dataset)}
+
+
 def finetune_settings(config: dict, name: str) -> dict:
     """Settings of `mtp-repro train --method sft` for fine-tuned model `name`: the base model's spec and
     checkpoint directory (and `base_stamp` when the base is fine-tuned too), the dataset's train rows, `train`
@@ -36,19 +58,8 @@ def finetune_settings(config: dict, name: str) -> dict:
     if config["models"][name]["source"] != FINETUNED:
         raise ValueError(f"model {name!r} is not a fine-tuned model (source {config['models'][name]['source']!r})")
     spec = config["models"][name]
-    base = spec["base"]
-    return with_base_stamp(
-        {
-            "model": model_spec(config, base),
-            "base_dir": model_dir(config, base),
-            "data": train_data_path(spec["dataset"]),
-            "train": {"threads": config.get("threads"), **spec["train"]},
-            "sft": dict(spec.get("sft") or {}),
-            "on_bad_row": dataset_on_bad_row(config, spec["dataset"]),
-        },
-        config,
-        base,
-    )
+    train = {"threads": config.get("threads"), **spec["train"]}
+    return rows_training_settings(config, spec["base"], spec["dataset"], train, sft=dict(spec.get("sft") or {}))
 
 
 def finetune_from_config(config: dict, name: str) -> tuple[dict, dict]:

@@ -27,12 +27,11 @@ from typing import Any
 from ...config import layout
 from ...config.plan import PaperPlan, RunPlan
 from ...config.registry import LeaderboardEntry
-from ...config.settings import ConfigError, dataset_on_bad_row, model_spec
-from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS, train_data_path
+from ...config.settings import ConfigError
+from ...data.rows import MATH_KINDS, TRAIN_DATA_KINDS
 from ...evaluate import EvalSettings
-from ...models.plan import model_dir, model_inputs
 from ...train.config import step_dir_name
-from ...train.finetune import with_base_stamp
+from ...train.finetune import rows_training_inputs, rows_training_settings
 
 STEP_SEP = "@step"
 TABLES = ("table1", "table2", "table3", "table4", "table5")
@@ -197,24 +196,16 @@ class P1Plan(PaperPlan):
         return plan
 
     def run_settings(self, run: str) -> dict:
-        """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`settings.launch_check`):
-        the model spec, its checkpoint dir (gguf/tiny/finetuned) or None, the train rows, `train`, `p1` (the method),
-        and `base_stamp` for a fine-tuned model (`train.finetune.with_base_stamp`)."""
+        """Settings of one training in the form `mtp_core.train.launch` takes for method `p1` (`settings.launch_check`;
+        `train.finetune.rows_training_settings`, with `p1`: the method, and the mask seed)."""
         plan = self.run(run)
-        settings = {
-            "model": model_spec(self.config, plan.model),
-            "base_dir": model_dir(self.config, plan.model),
-            "data": train_data_path(plan.dataset),
-            "train": plan.train,
-            "p1": plan.method,
-            "mask_seed": self.s.mask_seed,
-            "on_bad_row": dataset_on_bad_row(self.config, plan.dataset),
-        }
-        return with_base_stamp(settings, self.config, plan.model)
+        return rows_training_settings(
+            self.config, plan.model, plan.dataset, plan.train, p1=plan.method, mask_seed=self.s.mask_seed
+        )
 
     def train_inputs(self, run: str) -> dict[str, list[str] | str]:
         plan = self.run(run)
-        return {"model": model_inputs(self.config, plan.model), "data": train_data_path(plan.dataset)}
+        return rows_training_inputs(self.config, plan.model, plan.dataset)
 
     def export_dir(self, run: str, step: int | str) -> str:
         return f"{self.run_dir(run)}/exports/{step_dir_name(int(step))}"

@@ -30,11 +30,10 @@ from dataclasses import asdict, dataclass
 from ...config import layout
 from ...config.plan import RunPlan
 from ...config.registry import LeaderboardEntry
-from ...config.settings import dataset_on_bad_row, model_spec
-from ...data.rows import train_data_path
+from ...config.settings import dataset_on_bad_row
 from ...evaluate.tasks import task_dataset, task_inputs
-from ...models.plan import model_dir, model_inputs
-from ...train.finetune import with_base_stamp
+from ...models.plan import model_inputs
+from ...train.finetune import rows_training_inputs, rows_training_settings
 from .checks import Checks
 from .settings import QUALITY_TABLES, STEP_SEP, P4Settings
 
@@ -90,21 +89,14 @@ class P4Plan(Checks):
         return self.run(run, P4Run)
 
     def run_settings(self, run: str) -> dict:
-        """Settings of method `p4` (`settings.launch_check`): model spec and directory, train rows, `train`, `p4`."""
+        """Settings of method `p4` (`settings.launch_check`; `train.finetune.rows_training_settings`, with `p4`: the
+        method)."""
         plan = self.run_plan(run)
-        settings = {
-            "model": model_spec(self.config, plan.model),
-            "base_dir": model_dir(self.config, plan.model),
-            "data": train_data_path(plan.dataset),
-            "train": plan.train,
-            "p4": plan.method,
-            "on_bad_row": dataset_on_bad_row(self.config, plan.dataset),
-        }
-        return with_base_stamp(settings, self.config, plan.model)
+        return rows_training_settings(self.config, plan.model, plan.dataset, plan.train, p4=plan.method)
 
-    def train_inputs(self, run: str) -> dict:
+    def train_inputs(self, run: str) -> dict[str, list[str] | str]:
         plan = self.run_plan(run)
-        return {"model": model_inputs(self.config, plan.model), "data": train_data_path(plan.dataset)}
+        return rows_training_inputs(self.config, plan.model, plan.dataset)
 
     # ------------------------------------------------------------------------------------------ labels
 
