@@ -10,7 +10,7 @@ For each `--shapes` entry (a hand-written config of a paper model, `SHAPES`), in
   compiled decoder's compile seconds and its agreement with eager greedy;
 * `verify_eager`: a verification forward of R rows relative to one row (`cost.calibrate_on_prompt`, with the
   output head's own prices), the table eager decoders are priced by;
-* `verify_compiled`: the same on the compiled static path at its row buckets (`static.measure_static_costs`);
+* `verify_compiled`: the same on the compiled static path at its row buckets (`cost.measure_static_costs`);
 * `dmtd`: paper 4's layer costs at its E0D8 split (full step, late-only step, cycle start with refill per τ).
 
 Sections after `--eager-only-after` seconds run eager only (compiling costs minutes a shape). Results are written
@@ -39,8 +39,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mtp_core.bench.protocol import run_bench  # noqa: E402
-from mtp_core.decoding.cost import calibrate_on_prompt, timed_call  # noqa: E402
-from mtp_core.decoding.static import ROW_BUCKETS, measure_static_costs  # noqa: E402
+from mtp_core.decoding.cost import (  # noqa: E402
+    calibrate_on_prompt,
+    measure_static_costs,
+    timed_call,
+)
+from mtp_core.decoding.static import ROW_BUCKETS  # noqa: E402
 from mtp_core.io import atomic_write_json  # noqa: E402
 from mtp_core.models.load import load_model, tiny_tokenizer  # noqa: E402
 from mtp_core.papers.p4.settings import DMTDSpec  # noqa: E402

@@ -49,7 +49,16 @@ from transformers import DynamicCache
 from . import layers as L
 from .cache import crop_cache
 from .pricing import CostModel
-from .tree import Draft, TreeContext, chain_buffers, tree_buffers_from_parents, verify_tree
+from .static import ROW_BUCKETS, StaticSession, bucket_rows
+from .tree import (
+    Draft,
+    TreeContext,
+    ancestor_mask,
+    chain_buffers,
+    chunk_attention_mask,
+    tree_buffers_from_parents,
+    verify_tree,
+)
 
 
 def timed_call(fn: Callable[[], Any], device: torch.device | str) -> float:
@@ -303,3 +312,42 @@ class WallClockGuard:
 
     def as_dict(self) -> dict[str, Any]:
         return {"steps": dict(self.log), "cost": self.cost.as_dict() if self.cost else None}
+
+
+@torch.inference_mode()
+def measure_static_costs(
+    model: torch.nn.Module, prompt: Sequence[int], rows: Sequence[int], reps: int = 5
+) -> dict[str, Any]:
+    """The compiled twin of `cost.calibrate_on_prompt`: seconds of one verification forward of a star-shaped tree
+    chunk of R rows (R in `rows`, each a `ROW_BUCKETS` size: the shapes a compiled decoder runs) on the static cache
+    of `prompt`, with a 4-D mask and the logits of every row, as tree verification needs; medians of `reps`
+    interleaved timings after one untimed call per shape (its compilation, reported as `compile_s`)."""
+    if any(r != bucket_rows(r) for r in rows):
+        raise ValueError(f"rows must be compiled sizes {ROW_BUCKETS}, got {list(rows)}")
+    session = StaticSession(model)
+    device = session.device
+    session.begin(1, len(prompt) + max(rows))
+    ids = torch.tensor([list(prompt)], device=device)
+    session.prefill(ids, None, torch.arange(len(prompt), device=device)[None])
+    filled = len(prompt)
+    chunks = {}
+    for r in rows:
+        parents = torch.tensor([-1] + [0] * (r - 1))
+        anc = ancestor_mask(parents)
+        mask = chunk_attention_mask(torch.ones(1, filled, dtype=torch.bool, device=device), anc.to(device))
+        mask = torch.nn.functional.pad(mask, (0, session.length - mask.shape[-1]), value=False)
+        pos = (filled + anc.sum(1) - 1).to(device)[None]
+        chunks[r] = (ids[:, -1:].expand(1, r).contiguous(), mask, pos)
+
+    def verify(r: int) -> None:
+        session.step(*chunks[r], keep=0).argmax(-1)
+        session.crop(r)
+
+    for r in rows:
+        verify(r)  # compiles this shape
+        verify(r)  # CUDA graphs record on a shape's second call
+    times: dict[int, list[float]] = {r: [] for r in rows}
+    for _ in range(max(1, reps)):
+        for r in rows:
+            times[r].append(timed_call(lambda r=r: verify(r), device))
+    return {"seconds": {r: statistics.median(t) for r, t in times.items()}, "compile_s": session.compile_s}

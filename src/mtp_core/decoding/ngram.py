@@ -236,11 +236,14 @@ class PathDraftDecoder(TreeDecoder):
 
     chain_drafts = False
     PARAMS = GUARD_PARAMS
+    BACKENDS = ("eager", "compiled")  # compiled: the tree core on a static cache (no extra rows, no guard)
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, draft_depth: int, max_rows: int, **params: Any):
         super().__init__(model, tokenizer, **params)
         self.pad_small = bool(params.get("pad_small_chunks", True))
         self.guard = WallClockGuard(params)
+        if self.backend == "compiled" and self.guard.enabled:
+            raise ValueError(f"{self.name}: the wall-clock guard (adaptive) prices eager forwards; use backend eager")
         self.acceptance = DepthAcceptance(draft_depth, self.guard.local_prior, self.guard.local_decay)
         self.max_rows = max_rows
 
@@ -269,6 +272,9 @@ class PathDraftDecoder(TreeDecoder):
         ctx = state.ctx
         drafts = {r: dummy_draft(ctx, r, self.chain_drafts) for r in calibration_rows(self.max_rows)}
         return measure_costs(self.model, ctx, drafts, self.guard.calib_reps, self.pad_small)
+
+    def max_chunk_rows(self) -> int:
+        return self.max_rows
 
     def _rows(self, n_nodes: int, extras: bool) -> int:
         return padded_rows(1 + n_nodes + (self.n_extra() if extras else 0), self.pad_small)

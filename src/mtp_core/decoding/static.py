@@ -2,8 +2,8 @@
 
 Every decoder takes `backend`: `eager` runs the model's own forward on a growing `DynamicCache` (the
 papers' regime, and the default), `compiled` runs it on a `StaticSession`, which a decoder offers where its class
-lists `compiled` in its `BACKENDS` (`decoding.base.Decoder`; others refuse it when the config is checked). Greedy
-and sampling run on it so far.
+lists `compiled` in its `BACKENDS` (`decoding.base.Decoder`; others refuse it when the config is checked): greedy,
+sampling, and the tree core's drafters whose chunks are tokens only (`tree.verify`; prompt lookup, STAND).
 
 A `StaticSession` holds, for one decoder:
 
@@ -16,8 +16,8 @@ A `StaticSession` holds, for one decoder:
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
   is `compile_mode`, CUDA graphs on CUDA). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
-  verifier of chunks of any size would compile at most `len(ROW_BUCKETS)` graphs per batch shape; so far
-  `measure_static_costs` prices those shapes, and the tree core does not run on the session yet.
+  verifier of chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and
+  `cost.measure_static_costs`, which prices those shapes). A tree batch whose slots outrun its cache `grow`s it.
 
 Compilation happens on the first forward of each shape; its time is kept apart (`compile_s`) so that the bench
 can report it beside decoding. Inductor caches what it compiled (`/tmp/torchinductor_$USER`, or
@@ -27,9 +27,8 @@ can report it beside decoding. Inductor caches what it compiled (`/tmp/torchindu
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -98,6 +97,21 @@ class StaticSession:
         self.cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
         self.shape = shape
 
+    def grow(self, slots: int) -> None:
+        """Make room for `slots` slots within a batch: a cache of the ladder's length for them holding what this one
+        holds (the rows of a tree batch keep the longest row's accepted slots every step, so its slots can outrun
+        its tokens). A new length is a new graph of each shape."""
+        assert self.cache is not None and self.shape is not None
+        shape = (self.shape[0], cache_slots(slots))
+        cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
+        for old, new in zip(self.cache.layers, cache.layers):
+            if old.is_initialized:
+                new.lazy_initialization(old.keys, old.values)
+                new.keys[:, :, : old.keys.shape[2]] = old.keys
+                new.values[:, :, : old.values.shape[2]] = old.values
+                new.cumulative_length.copy_(old.cumulative_length)
+        self.cache, self.shape = cache, shape
+
     def crop(self, n_drop: int) -> None:
         """Forget the last `n_drop` slots (the next forward overwrites them)."""
         if n_drop > 0:
@@ -128,45 +142,3 @@ class StaticSession:
         self.compile_s += time.perf_counter() - t0
         self._shapes.add(key)
         return out
-
-
-@torch.inference_mode()
-def measure_static_costs(
-    model: torch.nn.Module, prompt: Sequence[int], rows: Sequence[int], reps: int = 5
-) -> dict[str, Any]:
-    """The compiled twin of `cost.calibrate_on_prompt`: seconds of one verification forward of a star-shaped tree
-    chunk of R rows (R in `rows`, each a `ROW_BUCKETS` size: the shapes a compiled decoder runs) on the static cache
-    of `prompt`, with a 4-D mask and the logits of every row, as tree verification needs; medians of `reps`
-    interleaved timings after one untimed call per shape (its compilation, reported as `compile_s`)."""
-    from .cost import timed_call
-    from .tree import ancestor_mask, chunk_attention_mask
-
-    if any(r != bucket_rows(r) for r in rows):
-        raise ValueError(f"rows must be compiled sizes {ROW_BUCKETS}, got {list(rows)}")
-    session = StaticSession(model)
-    device = session.device
-    session.begin(1, len(prompt) + max(rows))
-    ids = torch.tensor([list(prompt)], device=device)
-    session.prefill(ids, None, torch.arange(len(prompt), device=device)[None])
-    filled = len(prompt)
-    chunks = {}
-    for r in rows:
-        parents = torch.tensor([-1] + [0] * (r - 1))
-        anc = ancestor_mask(parents)
-        mask = chunk_attention_mask(torch.ones(1, filled, dtype=torch.bool, device=device), anc.to(device))
-        mask = torch.nn.functional.pad(mask, (0, session.length - mask.shape[-1]), value=False)
-        pos = (filled + anc.sum(1) - 1).to(device)[None]
-        chunks[r] = (ids[:, -1:].expand(1, r).contiguous(), mask, pos)
-
-    def verify(r: int) -> None:
-        session.step(*chunks[r], keep=0).argmax(-1)
-        session.crop(r)
-
-    for r in rows:
-        verify(r)  # compiles this shape
-        verify(r)  # CUDA graphs record on a shape's second call
-    times: dict[int, list[float]] = {r: [] for r in rows}
-    for _ in range(max(1, reps)):
-        for r in rows:
-            times[r].append(timed_call(lambda r=r: verify(r), device))
-    return {"seconds": {r: statistics.median(t) for r, t in times.items()}, "compile_s": session.compile_s}

@@ -30,10 +30,11 @@ def _select(obj: Any, rows: torch.Tensor) -> None:
 class TreeContext:
     """The verified state of a batch: the cache holds every emitted token except `root` (the last one)."""
 
-    cache: DynamicCache
+    cache: DynamicCache  # (a StaticCache: `session`'s)
     kv_mask: torch.Tensor  # [B, L] bool: which cached slots each row may attend to
     root: torch.Tensor  # [B] long: last emitted token, fed as node 0 of the next chunk
     root_pos: torch.Tensor  # [B] long: its position id
+    session: Any = None  # `decoding.static.StaticSession` (backend compiled): forwards run compiled on its cache
 
     @property
     def batch_size(self) -> int:

@@ -25,6 +25,12 @@ new slots and the slots past its own accepted length become holes, marked False 
 (`TreeContext.kv_mask`, which also marks left padding). Position ids are tracked per row (`root_pos`), so holes
 do not shift RoPE positions; every later chunk's mask hides them.
 
+On the fast path (`backend: compiled`, a decoder that lists it and gives `max_chunk_rows`): the prefill is eager on
+a `decoding.static.StaticSession`, every chunk runs compiled at its bucket of rows (`static.bucket_rows`; padding
+rows continue the last row as a chain) with a 4D mask over the whole static cache, the gather and crop act on the
+static layers, finished rows stay in the batch (a static shape), and a batch whose slots outrun the cache grows it.
+No extra rows and no hidden states there yet.
+
 Hidden states (`TreeDecoder.needs_hidden`): the final hidden states (post-norm, the `lm_head` input) at the
 accepted path reach the drafter as `state.last.hidden` and, at the last accepted node, `state.last_hidden`; with
 `needs_prompt_hidden` the prompt's are in `state.prompt_hidden` after the prefill (Hydra's prefix layer runs over
@@ -48,11 +54,12 @@ from typing import Any, ClassVar
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicLayer, StaticLayer
 
 from ..base import Decoder, GenerationResult, StopCriteria
 from ..batch import prepare_batch
 from ..cache import crop_cache
+from ..static import StaticSession, bucket_rows
 from ..stopping import StopTracker
 from .accept import _greedy_from_ok, node_ok, typical_accept
 from .buffers import TreeBuffers, ancestor_mask, chunk_attention_mask
@@ -65,25 +72,27 @@ def attn_is_eager(model: torch.nn.Module) -> bool:
 
 
 def _chunk_layout(
-    buffers: TreeBuffers, extra_parents: torch.Tensor | None, pad_small_chunks: bool
+    buffers: TreeBuffers, extra_parents: torch.Tensor | None, pad: bool | str
 ) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
     """The visibility mask of every chunk row (tree, extra, padding), their depths, the pad count and whether the
-    chunk is causal (a chain). Without extra rows the layout is cached on the tree (`TreeBuffers.chunk_layouts`),
-    so a drafter switching between the trees of a bank recomputes nothing."""
+    chunk is causal (a chain). `pad`: True pads chunks of 2-3 rows to 4 (`pad_small_chunks`), "bucket" pads every
+    chunk to its compiled row count (`static.bucket_rows`). Without extra rows the layout is cached on the tree
+    (`TreeBuffers.chunk_layouts`), so a drafter switching between the trees of a bank recomputes nothing."""
     has_extra = extra_parents is not None and extra_parents.numel() > 0
-    if not has_extra and pad_small_chunks in buffers.chunk_layouts:
-        return buffers.chunk_layouts[pad_small_chunks]
+    if not has_extra and pad in buffers.chunk_layouts:
+        return buffers.chunk_layouts[pad]
     parents = buffers.parents
     if has_extra:
         parents = torch.cat([parents, extra_parents.to(torch.long).cpu()])
     n = parents.numel()
-    n_pad = 4 - n if pad_small_chunks and n in (2, 3) else 0  # 2-3 rows take a slow CPU matmul path; 4 do not
+    small = 4 - n if pad and n in (2, 3) else 0  # 2-3 rows take a slow CPU matmul path; 4 do not
+    n_pad = bucket_rows(n) - n if pad == "bucket" else small
     if n_pad:  # padding rows continue the last row as a chain, so a chain chunk stays causal
         parents = torch.cat([parents, torch.arange(n - 1, n - 1 + n_pad)])
     anc = ancestor_mask(parents)
     layout = (anc, anc.sum(1) - 1, n_pad, torch.equal(anc, torch.ones_like(anc).tril()))
     if not has_extra:
-        buffers.chunk_layouts[pad_small_chunks] = layout
+        buffers.chunk_layouts[pad] = layout
     return layout
 
 
@@ -110,12 +119,21 @@ def tree_forward(
     n_extra = 0 if extra_parents is None else int(extra_parents.numel())
     if n_extra and (extra_embeds is None or extra_embeds.shape[:2] != (b, n_extra)):
         raise ValueError(f"extra_embeds must have shape [{b}, {n_extra}, hidden]")
-    device = ctx.root.device
-    anc, depth, n_pad, causal = _chunk_layout(buffers, extra_parents, pad_small_chunks)
+    device, session = ctx.root.device, ctx.session
+    anc, depth, n_pad, causal = _chunk_layout(buffers, extra_parents, "bucket" if session else pad_small_chunks)
     ids = torch.cat([ctx.root[:, None], candidates.clamp(min=0).to(device)], dim=1)
     if n_pad:
         ids = torch.cat([ids, ctx.root[:, None].expand(b, n_pad)], dim=1)
     pos = ctx.root_pos[:, None] + depth.to(device)[None]
+    if session is not None:  # compiled, at the bucket's row count, with a mask over the whole static cache
+        if n_extra or output_hidden:
+            raise ValueError("a compiled verification forward takes no extra rows and returns no hidden states")
+        if ctx.kv_mask.shape[1] + ids.shape[1] > session.length:
+            session.grow(ctx.kv_mask.shape[1] + ids.shape[1])
+            ctx.cache = session.cache
+        mask = chunk_attention_mask(ctx.kv_mask, anc.to(device))
+        mask = torch.nn.functional.pad(mask, (0, session.length - mask.shape[-1]), value=False)
+        return session.step(ids, mask, pos, keep=0), None
     if causal and bool(ctx.kv_mask.all()):
         mask = None  # a causal chunk (a chain, a bare root) without holes: the model's own causal path
     else:
@@ -143,8 +161,8 @@ def gather_cache_slots(cache: DynamicCache, start: int, src: torch.Tensor) -> No
     """
     b, m = src.shape
     for layer in cache.layers:
-        if type(layer) is not DynamicLayer:
-            raise NotImplementedError(f"tree KV gather needs DynamicLayer caches, got {type(layer).__name__}")
+        if type(layer) not in (DynamicLayer, StaticLayer):
+            raise NotImplementedError(f"tree KV gather needs dynamic or static layers, got {type(layer).__name__}")
         if not layer.is_initialized:
             continue
         for name in ("keys", "values"):
@@ -356,11 +374,30 @@ class TreeDecoder(Decoder):
     def _prompt_part(self, full: torch.Tensor | None, prompt: slice) -> torch.Tensor | None:
         return full[:, prompt] if full is not None and self.needs_prompt_hidden else None
 
+    def max_chunk_rows(self) -> int:
+        """The most rows a verification forward of this decoder runs (what a static cache must hold beyond the
+        tokens): a decoder that lists `compiled` among its `BACKENDS` says."""
+        raise NotImplementedError(f"{self.name}: no static path")
+
+    def _static_prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, max_new_tokens: int):
+        """`backend: compiled`: the static session sized for the batch (its tokens and one bucketed chunk) and the
+        eager prefill on it, which `_prefill` returns."""
+        if self.static is None:
+            self.static = StaticSession(self.model)
+        n, width = ids.shape
+        self.static.begin(n, width + max_new_tokens + bucket_rows(self.max_chunk_rows()))
+        full_mask = None  # without padding, the causal path; else every slot after the prompts is a real token
+        if bool((mask == 0).any()):
+            full_mask = torch.ones(n, self.static.length, dtype=mask.dtype, device=mask.device)
+            full_mask[:, :width] = mask
+        return self.static.prefill(ids, full_mask, pos), None, None, None
+
     @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
     ) -> list[GenerationResult]:
-        prune = bool(self.params.get("prune_finished", True))
+        compiled = self.backend == "compiled"  # a static batch: finished rows stay, every chunk at a bucket size
+        prune = bool(self.params.get("prune_finished", True)) and not compiled
         pad_small = bool(self.params.get("pad_small_chunks", True))
         device = next(self.model.parameters()).device
         ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
@@ -369,13 +406,17 @@ class TreeDecoder(Decoder):
         accepted: list[list[int]] = [[] for _ in range(n)]
         drafted: list[list[int]] = [[] for _ in range(n)]
         chunk_rows: list[list[int]] = [[] for _ in range(n)]
-        cache = DynamicCache(config=self.model.config)
 
         t0 = time.perf_counter()
-        last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache)
+        if compiled:
+            last_logits, last_hidden, extra_logits, prompt_hidden = self._static_prefill(ids, mask, pos, max_new_tokens)
+            cache, session = self.static.cache, self.static
+        else:
+            cache, session = DynamicCache(config=self.model.config), None
+            last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache)
         root = last_logits.argmax(-1)
         t1 = time.perf_counter()
-        ctx = TreeContext(cache=cache, kv_mask=mask.bool(), root=root, root_pos=pos[:, -1] + 1)
+        ctx = TreeContext(cache=cache, kv_mask=mask.bool(), root=root, root_pos=pos[:, -1] + 1, session=session)
         state = TreeState(
             ctx=ctx,
             rows=torch.arange(n),

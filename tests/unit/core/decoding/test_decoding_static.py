@@ -85,11 +85,11 @@ def test_inductor_compiled_greedy_emits_eager_greedys_tokens(tiny_llama):
 
 
 def test_decoders_without_a_static_path_refuse_it(tiny_llama):
-    with pytest.raises(InputError, match=r"prompt-lookup: backend 'compiled' is not available .*eager"):
-        build_decoder("prompt-lookup", tiny_llama.model, tiny_llama.tokenizer, backend="compiled")
+    with pytest.raises(InputError, match=r"lookahead: backend 'compiled' is not available .*eager"):
+        build_decoder("lookahead", tiny_llama.model, tiny_llama.tokenizer, backend="compiled")
     with pytest.raises(InputError, match="backend 'fast'"):
         build_decoder("greedy", tiny_llama.model, tiny_llama.tokenizer, backend="fast")
-    assert build_decoder("prompt-lookup", tiny_llama.model, tiny_llama.tokenizer).backend == "eager"
+    assert build_decoder("lookahead", tiny_llama.model, tiny_llama.tokenizer).backend == "eager"
 
 
 def test_row_buckets():
