@@ -19,15 +19,22 @@ def traced(monkeypatch):
     monkeypatch.setattr(static, "COMPILE_BACKEND", "aot_eager")
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_compiled_drafting_emits_greedys_tokens(tiny_loaded, traced, batch):
-    tok = tiny_loaded.tokenizer
-    prompts = repetitive_prompts(tok, 3, seed=6) + [tok("----------").input_ids, tok("abab abab abab").input_ids]
-    chains = [dict(backend="compiled", num_draft=3), dict(backend="compiled", num_draft=1)]
-    trees = [dict(backend="compiled"), dict(backend="compiled", bc=10, sampling="topk", branch=2)]
-    accepted = check_lossless(tiny_loaded, "prompt-lookup", chains, batch, prompts, stop_row=3, stop_at=10)
-    assert check_lossless(tiny_loaded, "stand", trees, batch, prompts, stop_row=3, stop_at=10) > 0 < accepted
-    check_lossless(tiny_loaded, "prompt-lookup", chains[:1], batch, prompts, stop_row=0, stop_at=1, new_tokens=2)
+def _prompts(tok) -> list[list[int]]:
+    return repetitive_prompts(tok, 3, seed=6) + [tok("----------").input_ids, tok("abab abab abab").input_ids]
+
+
+def test_compiled_drafting_emits_greedys_tokens(tiny_loaded, traced):
+    """Batches of 3 (left padding, holes, a grown cache, a row stopping early) on both tiny architectures."""
+    prompts, chain, tree = _prompts(tiny_loaded.tokenizer), dict(num_draft=3), dict(bc=10, sampling="topk", branch=2)
+    assert check_lossless(tiny_loaded, "prompt-lookup", [{**chain, "backend": "compiled"}], 3, prompts, 3, 10) > 0
+    assert check_lossless(tiny_loaded, "stand", [{**tree, "backend": "compiled"}], 3, prompts, 3, 10) > 0
+
+
+def test_compiled_drafting_one_row_at_a_time(tiny_llama, traced):
+    """Batch 1: the cache holds exactly the tokens and one chunk; a budget of 2 tokens."""
+    prompts, params = _prompts(tiny_llama.tokenizer), dict(backend="compiled", num_draft=3)
+    assert check_lossless(tiny_llama, "prompt-lookup", [params], 1, prompts, 3, 10) > 0
+    check_lossless(tiny_llama, "prompt-lookup", [params], 1, prompts, 0, 1, new_tokens=2)
 
 
 def test_compiled_stop_strings(tiny_llama, traced):
