@@ -148,10 +148,13 @@ def registry_name(label: str, params: Mapping[str, Any]) -> str:
 
 def check_backend(name: str, params: Mapping[str, Any], backends: Sequence[str]) -> str:
     """The `backend` parameter of decoder `name` (default: the first of `backends`, the ones it runs on); an
-    `InputError` when it names another."""
+    `InputError` when it names another, or `compiled` with the wall-clock guard (`adaptive`, `decoding.cost`), which
+    prices eager forwards."""
     backend = str(params.get("backend", backends[0]))
     if backend not in backends:
         raise InputError(f"{name}: backend {backend!r} is not available (this decoder runs on: {', '.join(backends)})")
+    if backend == "compiled" and params.get("adaptive"):
+        raise InputError(f"{name}: the wall-clock guard (adaptive) prices eager forwards; use backend eager with it")
     return backend
 
 

@@ -236,14 +236,12 @@ class PathDraftDecoder(TreeDecoder):
 
     chain_drafts = False
     PARAMS = GUARD_PARAMS
-    BACKENDS = ("eager", "compiled")  # compiled: the tree core on a static cache (no extra rows, no guard)
+    BACKENDS = ("eager", "compiled")  # compiled: the tree core on a static cache (no extra rows; no guard: base)
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, draft_depth: int, max_rows: int, **params: Any):
         super().__init__(model, tokenizer, **params)
         self.pad_small = bool(params.get("pad_small_chunks", True))
         self.guard = WallClockGuard(params)
-        if self.backend == "compiled" and self.guard.enabled:
-            raise ValueError(f"{self.name}: the wall-clock guard (adaptive) prices eager forwards; use backend eager")
         self.acceptance = DepthAcceptance(draft_depth, self.guard.local_prior, self.guard.local_decay)
         self.max_rows = max_rows
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_core.decoding import StopCriteria, build_decoder, static
+from mtp_core.decoding.catalog import check_decoder
 from mtp_core.decoding.static import bucket_rows, cache_slots
 from mtp_core.io import InputError
 from tests.unit.core.decoding.drafting import check_lossless, check_stop_strings_lossless, repetitive_prompts
@@ -54,5 +55,7 @@ def test_what_has_no_static_path_refuses_it(tiny_llama):
     tok, model = tiny_llama.tokenizer, tiny_llama.model
     with pytest.raises(InputError, match="lookahead: backend 'compiled' is not available"):
         build_decoder("lookahead", model, tok, backend="compiled")
-    with pytest.raises(ValueError, match="guard .* prices eager forwards"):
+    with pytest.raises(InputError, match="guard .* prices eager forwards"):
         build_decoder("prompt-lookup", model, tok, backend="compiled", adaptive=True)
+    with pytest.raises(InputError, match="guard .* prices eager forwards"):  # the config check, without torch
+        check_decoder("pld", {"decoder": "prompt-lookup", "backend": "compiled", "adaptive": True})
