@@ -334,8 +334,8 @@ def measure_static_costs(
     for r in rows:
         parents = torch.tensor([-1] + [0] * (r - 1))
         anc = ancestor_mask(parents)
-        mask = chunk_attention_mask(torch.ones(1, filled, dtype=torch.bool, device=device), anc.to(device))
-        mask = torch.nn.functional.pad(mask, (0, session.length - mask.shape[-1]), value=False)
+        kv = torch.ones(1, filled, dtype=torch.bool, device=device)
+        mask = chunk_attention_mask(kv, anc.to(device), slots=session.length)
         pos = (filled + anc.sum(1) - 1).to(device)[None]
         chunks[r] = (ids[:, -1:].expand(1, r).contiguous(), mask, pos)
 

@@ -105,10 +105,7 @@ class GreedyDecoder(Decoder):
             self.static = StaticSession(self.model)
         session = self.static
         session.begin(n, width + max_new_tokens)
-        full_mask = None  # without padding, the causal path; else every slot after the prompts is a real token
-        if bool((mask == 0).any()):
-            full_mask = torch.ones(n, session.length, dtype=mask.dtype, device=device)
-            full_mask[:, :width] = mask
+        full_mask = session.prompt_mask(mask)
         self.begin(device)
         t0 = time.perf_counter()
         nxt = self.pick(session.prefill(ids, full_mask, pos))

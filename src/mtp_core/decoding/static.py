@@ -97,6 +97,15 @@ class StaticSession:
         self.cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
         self.shape = shape
 
+    def prompt_mask(self, mask: torch.Tensor) -> torch.Tensor | None:
+        """The [B, cache length] 0/1 mask of a batch whose prompts fill the first slots as `mask` [B, width] says
+        (every later slot a real token); None without padding (the model's causal path)."""
+        if not bool((mask == 0).any()):
+            return None
+        full = torch.ones(mask.shape[0], self.length, dtype=mask.dtype, device=mask.device)
+        full[:, : mask.shape[1]] = mask
+        return full
+
     def grow(self, slots: int) -> None:
         """Make room for `slots` slots within a batch: a cache of the ladder's length for them holding what this one
         holds (the rows of a tree batch keep the longest row's accepted slots every step, so its slots can outrun

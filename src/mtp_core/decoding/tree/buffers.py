@@ -226,18 +226,21 @@ def candidates_from_topk(topk_ids: torch.Tensor, buffers: TreeBuffers) -> torch.
 
 
 def chunk_attention_mask(
-    kv_mask: torch.Tensor, chunk_mask: torch.Tensor, float_dtype: torch.dtype | None = None
+    kv_mask: torch.Tensor, chunk_mask: torch.Tensor, float_dtype: torch.dtype | None = None, slots: int | None = None
 ) -> torch.Tensor:
     """The 4D mask [B, 1, n, L + n] of a chunk of n rows on top of L cached positions.
 
     `kv_mask` [B, L] says which cached positions each row may see (False for left padding and for holes left
     by rejected tree branches); `chunk_mask` [n, n] is the chunk's own visibility (`ancestor_mask`). Returns a
     bool mask (True = attend; what sdpa takes) or, with `float_dtype`, the additive 0 / finfo.min form that eager
-    attention needs.
+    attention needs. `slots`: the key axis padded to that many (a static cache's length), the slots past the
+    chunk hidden.
     """
     b, n = kv_mask.shape[0], chunk_mask.shape[0]
     chunk = chunk_mask.to(kv_mask.device)[None].expand(b, n, n)
     mask = torch.cat([kv_mask.bool()[:, None, :].expand(b, n, kv_mask.shape[1]), chunk], dim=2)[:, None]
+    if slots is not None:
+        mask = torch.nn.functional.pad(mask, (0, slots - mask.shape[-1]), value=False)
     if float_dtype is None:
         return mask
     return torch.zeros(mask.shape, dtype=float_dtype, device=mask.device).masked_fill(

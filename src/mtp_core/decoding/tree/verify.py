@@ -131,8 +131,7 @@ def tree_forward(
         if ctx.kv_mask.shape[1] + ids.shape[1] > session.length:
             session.grow(ctx.kv_mask.shape[1] + ids.shape[1])
             ctx.cache = session.cache
-        mask = chunk_attention_mask(ctx.kv_mask, anc.to(device))
-        mask = torch.nn.functional.pad(mask, (0, session.length - mask.shape[-1]), value=False)
+        mask = chunk_attention_mask(ctx.kv_mask, anc.to(device), slots=session.length)
         return session.step(ids, mask, pos, keep=0), None
     if causal and bool(ctx.kv_mask.all()):
         mask = None  # a causal chunk (a chain, a bare root) without holes: the model's own causal path
@@ -386,11 +385,7 @@ class TreeDecoder(Decoder):
             self.static = StaticSession(self.model)
         n, width = ids.shape
         self.static.begin(n, width + max_new_tokens + bucket_rows(self.max_chunk_rows()))
-        full_mask = None  # without padding, the causal path; else every slot after the prompts is a real token
-        if bool((mask == 0).any()):
-            full_mask = torch.ones(n, self.static.length, dtype=mask.dtype, device=mask.device)
-            full_mask[:, :width] = mask
-        return self.static.prefill(ids, full_mask, pos), None, None, None
+        return self.static.prefill(ids, self.static.prompt_mask(mask), pos), None, None, None
 
     @torch.inference_mode()
     def generate(
