@@ -11,7 +11,11 @@ For each `--shapes` entry (a hand-written config of a paper model, `SHAPES`), in
 * `verify_eager`: a verification forward of R rows relative to one row (`cost.calibrate_on_prompt`, with the
   output head's own prices), the table eager decoders are priced by;
 * `verify_compiled`: the same on the compiled static path at its row buckets (`cost.measure_static_costs`);
-* `dmtd`: paper 4's layer costs at its E0D8 split (full step, late-only step, cycle start with refill per τ).
+* `dmtd`: paper 4's layer costs at its E0D8 split (full step, late-only step, cycle start with refill per τ);
+* `drafters`: Hydra++ with fresh heads (the published layout: 4 heads, own output heads, a prefix layer) on its
+  default tree, and paper 3's probing (bc 30), decoded end to end on the compiled backend beside compiled greedy:
+  tok/s, tokens per forward, and whether each emits compiled greedy's tokens (fresh heads draft little, so the
+  speed here prices the drafters' overhead, not their acceptance).
 
 Sections after `--eager-only-after` seconds run eager only (compiling costs minutes a shape). Results are written
 after every section (atomically), to `--out`/<shape>_<device>.json.
@@ -46,6 +50,7 @@ from mtp_core.decoding.cost import (  # noqa: E402
 )
 from mtp_core.decoding.static import ROW_BUCKETS  # noqa: E402
 from mtp_core.io import atomic_write_json  # noqa: E402
+from mtp_core.models.heads.hydra import HydraHeads  # noqa: E402
 from mtp_core.models.load import load_model, tiny_tokenizer  # noqa: E402
 from mtp_core.papers.p4.settings import DMTDSpec  # noqa: E402
 from mtp_core.papers.p4.speed import measure_layer_costs, random_prompts  # noqa: E402
@@ -74,7 +79,7 @@ SHAPES = {
     },
 }  # fmt: skip
 SPEC = {"source": "tiny", "chat_template": False}
-SECTIONS = ["speed", "verify_eager", "dmtd", "verify_compiled"]
+SECTIONS = ["speed", "verify_eager", "dmtd", "verify_compiled", "drafters"]
 
 
 def arch_dir(shape: str, where: Path) -> Path:
@@ -158,9 +163,26 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
         layer = measure_layer_costs(model, DMTDSpec(0, 8), [prompts[0].ids], args.taus, reps=args.reps)
         return {k: layer[k] for k in ("split", "cache_tokens", "seconds", "modeled_speedup")}
 
-    sections = {"speed": speed, "verify_eager": verify_eager, "dmtd": dmtd, "verify_compiled": verify_compiled}
+    def drafters() -> dict:
+        torch.manual_seed(0)
+        heads = HydraHeads.for_trunk(model, num_heads=4, lm_head="own").to(device).eval()
+        compiled = {"decoder": "greedy", "backend": "compiled"}
+        decoders = {"greedy-compiled": compiled, "hydra-compiled": {"decoder": "hydra", "heads": heads, **compiled},
+                    "probing-compiled": {"decoder": "probing", "bc": 30, **compiled}}  # fmt: skip
+        summary, gens = run_bench(loaded, decoders, prompts, args.new_tokens, batch_size=args.batch_size, warmup=1,
+                                  repeats=args.repeats)  # fmt: skip
+        want = [g.tokens for g in gens["greedy-compiled"]]
+        keep = ("tokens_per_s", "tokens_per_forward", "forward_passes", "compile_s")
+        return {
+            name: {**{f: summary["decoders"][name][f] for f in keep},
+                   "identical_to_compiled_greedy": [g.tokens for g in gens[name]] == want}
+            for name in decoders
+        }  # fmt: skip
+
+    sections = {"speed": speed, "verify_eager": verify_eager, "dmtd": dmtd, "verify_compiled": verify_compiled,
+                "drafters": drafters}  # fmt: skip
     for key, fn in sections.items():
-        if key not in args.sections or key == "verify_compiled" and not in_time():
+        if key not in args.sections or key in ("verify_compiled", "drafters") and not in_time():
             continue
         try:
             record[key] = fn()

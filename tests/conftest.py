@@ -70,6 +70,15 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+@pytest.fixture
+def traced(monkeypatch):
+    """`backend: compiled` traced with `aot_eager`: the graph a job compiles, without building kernels (seconds, not
+    minutes)."""
+    from mtp_core.decoding import static
+
+    monkeypatch.setattr(static, "COMPILE_BACKEND", "aot_eager")
+
+
 @pytest.fixture(scope="module")
 def datasets_cache_in_tmp(tmp_path_factory):
     """`datasets` writes the Arrow caches of the module's local datasets under a temporary folder, not into the

@@ -149,12 +149,14 @@ def registry_name(label: str, params: Mapping[str, Any]) -> str:
 def check_backend(name: str, params: Mapping[str, Any], backends: Sequence[str]) -> str:
     """The `backend` parameter of decoder `name` (default: the first of `backends`, the ones it runs on); an
     `InputError` when it names another, or `compiled` with the wall-clock guard (`adaptive`, `decoding.cost`), which
-    prices eager forwards."""
+    prices eager forwards, or without a KV cache (`kv_cache: false`), which leaves no cache to keep static."""
     backend = str(params.get("backend", backends[0]))
     if backend not in backends:
         raise InputError(f"{name}: backend {backend!r} is not available (this decoder runs on: {', '.join(backends)})")
     if backend == "compiled" and params.get("adaptive"):
         raise InputError(f"{name}: the wall-clock guard (adaptive) prices eager forwards; use backend eager with it")
+    if backend == "compiled" and params.get("kv_cache") is False:
+        raise InputError(f"{name}: decoding without a KV cache (kv_cache: false) runs eager; use backend eager with it")
     return backend
 
 

@@ -72,7 +72,6 @@ class LookaheadDecoder(PathDraftDecoder):
 
     lossless = True
     PARAMS = ("ngram", "window", "guess", "bc", "pool_from_prompt", "seed")
-    BACKENDS = ("eager",)  # its Jacobi window rides as extra rows, which the compiled forward does not take
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         n = int(params.get("ngram", 4))

@@ -236,7 +236,7 @@ class PathDraftDecoder(TreeDecoder):
 
     chain_drafts = False
     PARAMS = GUARD_PARAMS
-    BACKENDS = ("eager", "compiled")  # compiled: the tree core on a static cache (no extra rows; no guard: base)
+    BACKENDS = ("eager", "compiled")  # compiled: the tree core on a static cache (without the guard: `base`)
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, draft_depth: int, max_rows: int, **params: Any):
         super().__init__(model, tokenizer, **params)

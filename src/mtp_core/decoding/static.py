@@ -3,7 +3,8 @@
 Every decoder takes `backend`: `eager` runs the model's own forward on a growing `DynamicCache` (the
 papers' regime, and the default), `compiled` runs it on a `StaticSession`, which a decoder offers where its class
 lists `compiled` in its `BACKENDS` (`decoding.base.Decoder`; others refuse it when the config is checked): greedy,
-sampling, and the tree core's drafters whose chunks are tokens only (`tree.verify`; prompt lookup, STAND).
+sampling, and the tree core's drafters (`tree.verify`), whose extra rows ride as input embeddings and whose heads
+read the final hidden states the compiled forward returns.
 
 A `StaticSession` holds, for one decoder:
 
@@ -127,25 +128,51 @@ class StaticSession:
             assert self.cache is not None
             self.cache.crop(-n_drop)
 
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor, keep: int) -> torch.Tensor:
-        return self.model(
-            input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache, logits_to_keep=keep
-        ).logits
+    def _forward(
+        self,
+        ids: torch.Tensor | None,
+        mask: torch.Tensor | None,
+        pos: torch.Tensor,
+        keep: int,
+        embeds: torch.Tensor | None = None,
+        hidden: bool = False,
+    ) -> Any:
+        out = self.model(
+            input_ids=ids,
+            inputs_embeds=embeds,
+            attention_mask=mask,
+            position_ids=pos,
+            past_key_values=self.cache,
+            logits_to_keep=keep,
+            output_hidden_states=hidden,
+        )
+        return (out.logits, out.hidden_states[-1]) if hidden else out.logits
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor) -> torch.Tensor:
         """The prompt forward, eager; logits of the last position, [B, V]. `mask`: None or [B, cache length]."""
         return self._forward(ids, mask, pos, 1)[:, -1]
 
-    def step(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """A compiled forward of `ids` [B, R] at positions `pos` [B, R]; the logits of the last `keep` rows
-        (0: all). `mask`: None (causal), [B, cache length] (0/1 per slot) or a 4-D [B, 1, R, cache length] one."""
+    def step(
+        self,
+        ids: torch.Tensor | None,
+        mask: torch.Tensor | None,
+        pos: torch.Tensor,
+        keep: int = 1,
+        embeds: torch.Tensor | None = None,
+        hidden: bool = False,
+    ) -> Any:
+        """A compiled forward of `ids` [B, R] (or of input embeddings `embeds` [B, R, H] instead: rows that are not
+        tokens, e.g. mask embeddings) at positions `pos` [B, R]; the logits of the last `keep` rows (0: all), and
+        with `hidden` the final hidden states of every row, `(logits, hidden)`. `mask`: None (causal),
+        [B, cache length] (0/1 per slot) or a 4-D [B, 1, R, cache length] one."""
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are consumed: its graph may rerun
-        key = (self.shape, tuple(ids.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep)
+        x = ids if embeds is None else embeds
+        key = (self.shape, tuple(x.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep, hidden)
         if key in self._shapes:
-            return self._compiled(ids, mask, pos, keep)
+            return self._compiled(ids, mask, pos, keep, embeds, hidden)
         t0 = time.perf_counter()
-        out = self._compiled(ids, mask, pos, keep)
+        out = self._compiled(ids, mask, pos, keep, embeds, hidden)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.compile_s += time.perf_counter() - t0

@@ -93,7 +93,9 @@ class Draft:
 
 @dataclass
 class TreeState:
-    """Everything a drafter sees; batch rows are the live rows (finished rows are pruned from every field)."""
+    """Everything a drafter sees; batch rows are the live rows (finished rows are pruned from every field), unless the
+    batch keeps its shape (`backend: compiled`, `prune_finished: false`): finished rows then stay, marked in
+    `finished`, and a drafter leaves them out of what it decides for the batch (`live`; `remaining` is 0 there)."""
 
     ctx: TreeContext
     rows: torch.Tensor  # [B] original prompt index of each live row
@@ -107,12 +109,18 @@ class TreeState:
     prompt_hidden: torch.Tensor | None = None  # [B, L, H] post-norm hidden states of the (left-padded) prompt
     #                                            (decoders with needs_prompt_hidden; a drafter may drop it)
     step: int = 0  # forwards so far, the prefill included
+    finished: list[bool] = field(default_factory=list)  # per row: stopped (kept only in a batch that keeps its shape)
     data: dict[str, Any] = field(default_factory=dict)  # drafter state; batch-first tensors, lists and objects
     #                                                     with a `select(rows)` method are pruned with the rows
 
+    def live(self) -> list[bool]:
+        """Per row: still decoding."""
+        return [not f for f in self.finished] if self.finished else [True] * len(self.history)
+
     def remaining(self) -> list[int]:
-        """Tokens each row may still emit."""
-        return [self.max_new_tokens - (len(h) - p) for h, p in zip(self.history, self.prompt_lens)]
+        """Tokens each row may still emit (0 for a finished row)."""
+        budget = (self.max_new_tokens - (len(h) - p) for h, p in zip(self.history, self.prompt_lens))
+        return [b if live else 0 for b, live in zip(budget, self.live())]
 
     def select(self, keep: torch.Tensor) -> None:
         self.ctx.select(keep)
@@ -120,6 +128,7 @@ class TreeState:
         idx = keep.tolist()
         self.history = [self.history[i] for i in idx]
         self.prompt_lens = [self.prompt_lens[i] for i in idx]
+        self.finished = [self.finished[i] for i in idx] if self.finished else []
         dev = self.last_logits.device
         self.last_logits = self.last_logits[keep.to(dev)]
         if self.last_hidden is not None:

@@ -29,7 +29,8 @@ On the fast path (`backend: compiled`, a decoder that lists it and gives `max_ch
 a `decoding.static.StaticSession`, every chunk runs compiled at its bucket of rows (`static.bucket_rows`; padding
 rows continue the last row as a chain) with a 4D mask over the whole static cache, the gather and crop act on the
 static layers, finished rows stay in the batch (a static shape), and a batch whose slots outrun the cache grows it.
-No extra rows and no hidden states there yet.
+Extra rows and hidden states ride as they do eager (the compiled forward takes input embeddings and returns the final
+hidden states); the drafters' own modules (heads, Hydra's prefix layer) run eager.
 
 Hidden states (`TreeDecoder.needs_hidden`): the final hidden states (post-norm, the `lm_head` input) at the
 accepted path reach the drafter as `state.last.hidden` and, at the last accepted node, `state.last_hidden`; with
@@ -49,7 +50,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -125,32 +126,32 @@ def tree_forward(
     if n_pad:
         ids = torch.cat([ids, ctx.root[:, None].expand(b, n_pad)], dim=1)
     pos = ctx.root_pos[:, None] + depth.to(device)[None]
+    embeds = None
+    if n_extra:  # the extra rows' embeddings between the tree's tokens and the padding
+        tok_emb = model.get_input_embeddings()(ids)
+        ex = extra_embeds.to(device=device, dtype=tok_emb.dtype)
+        embeds = torch.cat([tok_emb[:, :n_tree], ex, tok_emb[:, n_tree:]], dim=1)
     if session is not None:  # compiled, at the bucket's row count, with a mask over the whole static cache
-        if n_extra or output_hidden:
-            raise ValueError("a compiled verification forward takes no extra rows and returns no hidden states")
-        if ctx.kv_mask.shape[1] + ids.shape[1] > session.length:
-            session.grow(ctx.kv_mask.shape[1] + ids.shape[1])
+        if ctx.kv_mask.shape[1] + anc.shape[0] > session.length:
+            session.grow(ctx.kv_mask.shape[1] + anc.shape[0])
             ctx.cache = session.cache
         mask = chunk_attention_mask(ctx.kv_mask, anc.to(device), slots=session.length)
-        return session.step(ids, mask, pos, keep=0), None
+        out = session.step(None if n_extra else ids, mask, pos, keep=0, embeds=embeds, hidden=output_hidden)
+        return out if output_hidden else (out, None)
     if causal and bool(ctx.kv_mask.all()):
         mask = None  # a causal chunk (a chain, a bare root) without holes: the model's own causal path
     else:
         dtype = next(model.parameters()).dtype
         mask = chunk_attention_mask(ctx.kv_mask, anc.to(device), dtype if attn_is_eager(model) else None)
-    kw: dict[str, Any] = dict(
-        attention_mask=mask, position_ids=pos, past_key_values=ctx.cache, output_hidden_states=output_hidden
+    out = model(
+        input_ids=None if n_extra else ids,
+        inputs_embeds=embeds,
+        attention_mask=mask,
+        position_ids=pos,
+        past_key_values=ctx.cache,
+        output_hidden_states=output_hidden,
     )
-    if n_extra:
-        emb = model.get_input_embeddings()
-        tok_emb = emb(ids)
-        ex = extra_embeds.to(device=device, dtype=tok_emb.dtype)
-        inputs = torch.cat([tok_emb[:, :n_tree], ex, tok_emb[:, n_tree:]], dim=1)
-        out = model(inputs_embeds=inputs, **kw)
-    else:
-        out = model(input_ids=ids, **kw)
-    hidden = out.hidden_states[-1] if output_hidden else None
-    return out.logits, hidden
+    return out.logits, out.hidden_states[-1] if output_hidden else None
 
 
 def gather_cache_slots(cache: DynamicCache, start: int, src: torch.Tensor) -> None:
@@ -336,17 +337,26 @@ class TreeDecoder(Decoder):
         result's `extra` (e.g. a scheduler's tree choice per step)."""
         return {}
 
-    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache):
+    def _prefill(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        pos: torch.Tensor,
+        cache: DynamicCache,
+        to_slots: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
+    ):
         """(logits, hidden state) at the prompt's last position, the extra rows' logits, all prompt hidden
-        states (`needs_prompt_hidden`)."""
+        states (`needs_prompt_hidden`). `to_slots`: the attention mask over `cache` of a prefill writing the slots a
+        [B, W] mask marks (a static cache's `StaticSession.prompt_mask`; None: that mask itself)."""
         extras = self.prefill_extra_embeds(ids, mask)
         padded = bool((mask == 0).any())
         hid = self.needs_hidden or self.needs_prompt_hidden
         prompt = slice(0, ids.shape[1])
+        to_slots = to_slots or (lambda m: m)
         if extras is None:
             out = self.model(
                 input_ids=ids,
-                attention_mask=mask if padded else None,
+                attention_mask=to_slots(mask) if padded else None,
                 position_ids=pos,
                 past_key_values=cache,
                 logits_to_keep=1,
@@ -359,7 +369,7 @@ class TreeDecoder(Decoder):
         steps = torch.arange(1, e + 1, device=pos.device)
         out = self.model(
             inputs_embeds=torch.cat([tok, extras.to(tok.dtype)], dim=1),
-            attention_mask=torch.cat([mask, mask.new_ones(mask.shape[0], e)], dim=1),
+            attention_mask=to_slots(torch.cat([mask, mask.new_ones(mask.shape[0], e)], dim=1)),
             position_ids=torch.cat([pos, pos[:, -1:] + steps[None]], dim=1),
             past_key_values=cache,
             logits_to_keep=e + 1,
@@ -378,14 +388,13 @@ class TreeDecoder(Decoder):
         tokens): a decoder that lists `compiled` among its `BACKENDS` says."""
         raise NotImplementedError(f"{self.name}: no static path")
 
-    def _static_prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, max_new_tokens: int):
-        """`backend: compiled`: the static session sized for the batch (its tokens and one bucketed chunk) and the
-        eager prefill on it, which `_prefill` returns."""
+    def _static_session(self, batch: int, width: int, max_new_tokens: int) -> StaticSession:
+        """`backend: compiled`: the static session, its cache sized for the batch (its tokens and one bucketed
+        chunk; the prefill's extra rows fit in that chunk's room)."""
         if self.static is None:
             self.static = StaticSession(self.model)
-        n, width = ids.shape
-        self.static.begin(n, width + max_new_tokens + bucket_rows(self.max_chunk_rows()))
-        return self.static.prefill(ids, self.static.prompt_mask(mask), pos), None, None, None
+        self.static.begin(batch, width + max_new_tokens + bucket_rows(self.max_chunk_rows()))
+        return self.static
 
     @torch.inference_mode()
     def generate(
@@ -403,12 +412,10 @@ class TreeDecoder(Decoder):
         chunk_rows: list[list[int]] = [[] for _ in range(n)]
 
         t0 = time.perf_counter()
-        if compiled:
-            last_logits, last_hidden, extra_logits, prompt_hidden = self._static_prefill(ids, mask, pos, max_new_tokens)
-            cache, session = self.static.cache, self.static
-        else:
-            cache, session = DynamicCache(config=self.model.config), None
-            last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache)
+        session = self._static_session(n, ids.shape[1], max_new_tokens) if compiled else None
+        cache = session.cache if session is not None else DynamicCache(config=self.model.config)
+        to_slots = session.prompt_mask if session is not None else None
+        last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache, to_slots)
         root = last_logits.argmax(-1)
         t1 = time.perf_counter()
         ctx = TreeContext(cache=cache, kv_mask=mask.bool(), root=root, root_pos=pos[:, -1] + 1, session=session)
@@ -438,6 +445,7 @@ class TreeDecoder(Decoder):
                 break
             if prune and len(keep) < len(state.rows):
                 state.select(torch.tensor(keep))
+            state.finished = [tracker.done(row) for row in state.rows.tolist()]
             draft = self.propose(state)
             if draft is None:
                 draft = Draft.empty(ctx.batch_size, device)

@@ -27,7 +27,8 @@ the cached decoding (both equal Algorithm 1), at the cost of recomputing the seq
 
 Params: `heads` (a directory written by `heads.save_heads`, checked against the model's fingerprint; or a loaded
 `DeepSeekMTPHeads`), `num_drafts` D (default: the heads' K), `check_trunk` (default True), `kv_cache` (default
-True).
+True), `backend` (`compiled`: the trunk's forwards on the fast decode path, `decoding.static`, which returns the h^0
+the cascade reads; the cascade eager; only with the KV cache).
 """
 
 from __future__ import annotations
@@ -168,6 +169,10 @@ class MTPSpecDecoder(TreeDecoder):
     """Chain drafts from cascaded MTP heads, verified by the main model (module docstring)."""
 
     PARAMS = ("heads", "num_drafts", "check_trunk", "kv_cache")
+    BACKENDS = (
+        "eager",
+        "compiled",
+    )  # compiled: the trunk's forwards on a static cache (with the KV cache), heads eager
     needs_hidden = True  # the accepted path's h^0 feeds head 1's permanent rows
     needs_prompt_hidden = True  # and, after the prefill, the prompt's
 
@@ -186,6 +191,9 @@ class MTPSpecDecoder(TreeDecoder):
         if self.depths < 1:
             raise ValueError(f"mtp-spec: num_drafts must be >= 1, got {self.depths}")
         self.kv_cache = bool(params.get("kv_cache", True))
+
+    def max_chunk_rows(self) -> int:
+        return self.depths + 1
 
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria

@@ -148,10 +148,12 @@ class ProbingDecoder(TreeDecoder):
     `prune` (True), `alpha` (0.1), `n_last` (1), `last_n_context` (False), `scale` (1.0), `seed` (0),
     `adaptive` (False), `cost_table`, `online_cost` (True), `min_gain` (0.05), `probe_every` (32), `min_obs` (32),
     `calib_reps` (3), `local_prior` (4), `local_decay` (0.9),
-    plus TreeDecoder's (`prune_finished`, `pad_small_chunks`).
+    plus TreeDecoder's (`prune_finished`, `pad_small_chunks`) and `backend` (`compiled`: the mask rows ride in the
+    compiled forward as input embeddings; not with `adaptive`, whose guard prices eager forwards).
     """
 
     lossless = True
+    BACKENDS = ("eager", "compiled")  # compiled: mask rows ride as input embeddings (without the guard: `base`)
     PARAMS = (
         "strategy",
         "masks_per_step",
@@ -327,6 +329,10 @@ class ProbingDecoder(TreeDecoder):
         state.data["pend_d"] = [0] * len(state.history)
 
     # ------------------------------------------------------------ the wall-clock guard
+
+    def max_chunk_rows(self) -> int:
+        """The largest tree within `bc` with a chain of masks on every node."""
+        return (self.max_nodes + 1) * (1 + self.m)
 
     def _rows(self, n_nodes: int) -> int:
         rows = (n_nodes + 1) * (1 + self.m)

@@ -13,7 +13,8 @@ or a bound `DraftHeads`); `medusa` / `hydra`: `tree`; `entmtp`: `bank` (a bank f
 `policy` static | binary_tau | threshold_ladder, `tree` (static; default the bank's `best`, EntMTP*),
 `conservative` / `aggressive` (default the bank's S and B), `tau` (sets both thresholds) or `tau_on` /
 `tau_off` (default the bank's, chosen on calibration prompts), `thresholds` (ladder), `score_feature`,
-`policy_period`, `batch_reduce`, `signal` fresh | stale.
+`policy_period`, `batch_reduce`, `signal` fresh | stale; and `backend` (`compiled`: the trunk's forwards on the
+fast decode path, `decoding.static`, the heads and Hydra's prefix layer eager).
 
 `signal` (§4 and the public code's difference, fixed here): `fresh` (default) computes the heads' greedy chain of
 THIS step before choosing the tree (the chosen tree reuses those head calls where its levels follow the chain);
@@ -69,6 +70,7 @@ class HeadsTreeDecoder(TreeDecoder):
     """Draft with Medusa or Hydra heads, verify on the tree core; subclasses choose the tree of each step."""
 
     PARAMS = ("heads",)
+    BACKENDS = ("eager", "compiled")  # compiled: the trunk's forwards on a static cache; heads and prefix layer eager
     ARCHS: ClassVar[tuple[str, ...]] = ("medusa", "hydra")
     needs_hidden = True
 
@@ -137,6 +139,9 @@ class StaticTreeDecoder(HeadsTreeDecoder):
     def choose(self, state: TreeState, step: MedusaStep | HydraStep | None) -> tuple[BankTree, float | None]:
         return self.tree, None
 
+    def max_chunk_rows(self) -> int:
+        return self.tree.buffers.num_nodes
+
 
 @register_decoder("medusa")
 class MedusaDecoder(StaticTreeDecoder):
@@ -202,6 +207,10 @@ class EntMTPDecoder(HeadsTreeDecoder):
         super().start(state)
         self.policy.reset()
 
+    def max_chunk_rows(self) -> int:
+        """The largest tree the policy can reach."""
+        return max(self.bank[t].buffers.num_nodes for t in self.policy.reachable)
+
     def row_scores(self, state: TreeState, step: MedusaStep | HydraStep) -> np.ndarray:
         """The score feature per live row (module docstring of `scheduler`)."""
         p0 = torch.softmax(state.last_logits.float(), dim=-1).max(-1).values.cpu().numpy()
@@ -217,8 +226,8 @@ class EntMTPDecoder(HeadsTreeDecoder):
 
     def choose(self, state: TreeState, step: MedusaStep | HydraStep | None) -> tuple[BankTree, float | None]:
         value = None
-        if self.policy.scores_now:
-            value = reduce_batch(self.row_scores(state, step), self.reduce)
+        if self.policy.scores_now:  # over the rows still decoding (a compiled batch keeps its finished rows)
+            value = reduce_batch(self.row_scores(state, step)[np.array(state.live())], self.reduce)
         return self.bank[self.policy.choose(value)], value
 
     def after_propose(self, state: TreeState, step: MedusaStep | HydraStep, tree: BankTree) -> None:

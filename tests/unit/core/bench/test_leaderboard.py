@@ -135,8 +135,8 @@ def test_rows_come_from_the_config_and_the_papers(tiny_config):
         ),
         (lambda c: c["papers"]["p3"]["leaderboard"].update(methods=["nope"]), "papers.p3.leaderboard.methods[0]"),
         (
-            lambda c: c["leaderboard"]["baselines"]["lookahead"].update(backend="compiled"),
-            "leaderboard.baselines.lookahead: lookahead: backend 'compiled' is not available",
+            lambda c: c["leaderboard"]["baselines"].update(hf={"decoder": "hf-greedy", "backend": "compiled"}),
+            "leaderboard.baselines.hf: hf-greedy: backend 'compiled' is not available",
         ),
         (
             lambda c: c["leaderboard"]["baselines"]["pld"].update(backend="compiled"),

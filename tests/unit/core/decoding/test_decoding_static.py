@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from mtp_core.decoding import StopCriteria, build_decoder, static
+from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.decoding.static import bucket_rows, cache_slots
 from mtp_core.io import InputError
 from tests.conftest import random_prompts
-
-
-@pytest.fixture
-def traced(monkeypatch):
-    monkeypatch.setattr(static, "COMPILE_BACKEND", "aot_eager")
 
 
 def tokens(loaded, prompts, max_new, stop, **params):
@@ -85,8 +80,8 @@ def test_inductor_compiled_greedy_emits_eager_greedys_tokens(tiny_llama):
 
 
 def test_decoders_without_a_static_path_refuse_it(tiny_llama):
-    with pytest.raises(InputError, match=r"lookahead: backend 'compiled' is not available .*eager"):
-        build_decoder("lookahead", tiny_llama.model, tiny_llama.tokenizer, backend="compiled")
+    with pytest.raises(InputError, match=r"hf-greedy: backend 'compiled' is not available .*eager"):
+        build_decoder("hf-greedy", tiny_llama.model, tiny_llama.tokenizer, backend="compiled")
     with pytest.raises(InputError, match="backend 'fast'"):
         build_decoder("greedy", tiny_llama.model, tiny_llama.tokenizer, backend="fast")
     assert build_decoder("lookahead", tiny_llama.model, tiny_llama.tokenizer).backend == "eager"

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from mtp_core.decoding import StopCriteria, build_decoder
+from mtp_core.io import InputError
 from mtp_core.models.heads import save_heads
 from mtp_core.models.heads.deepseek import DeepSeekMTPHeads
 from mtp_core.models.load import tiny_model, tiny_tokenizer
@@ -63,6 +64,20 @@ def test_lossless_and_batched(setup, depths):
     assert accepted > 10 * depths**0  # trained heads: drafts are accepted (the cascade's caches are exercised)
     if depths > 1:
         assert max(max(steps_of(a)) for a in one) >= 2
+
+
+def test_compiled_lossless(setup, traced):
+    """`backend: compiled`: the trunk's forwards on the static cache return h^0, the cascade runs eager; greedy's
+    tokens in batches of 3 and the drafts a lone eager row accepts. Without a KV cache it is refused."""
+    trunk, tok, prompts, greedy, heads = setup
+    ref = greedy.generate_all(prompts, BUDGET, StopCriteria(), batch_size=1)
+    eager = MTPSpecDecoder(trunk, tok, heads=heads).generate_all(prompts, BUDGET, StopCriteria(), batch_size=1)
+    dec = MTPSpecDecoder(trunk, tok, heads=heads, backend="compiled")
+    out = dec.generate_all(prompts, BUDGET, StopCriteria(), batch_size=3)
+    assert [g.tokens for g in out] == [g.tokens for g in ref]
+    assert [steps_of(g) for g in out] == [steps_of(g) for g in eager] and dec.compile_s > 0
+    with pytest.raises(InputError, match="without a KV cache"):
+        build_decoder("mtp-spec", trunk, tok, heads=heads, kv_cache=False, backend="compiled")
 
 
 def test_equals_literal_algorithm1(setup):

@@ -309,6 +309,23 @@ def test_lossless_every_strategy_and_tree(tiny_loaded, batch):
     assert accepted_any
 
 
+@pytest.mark.parametrize("mode", [dict(bc=10), dict(masks_per_step=2, bc=30, expansion="top1")])
+def test_compiled_lossless(tiny_loaded, traced, mode):
+    """`backend: compiled`: the mask rows ride in the compiled verification forward (and in the eager prefill on the
+    static cache) as input embeddings; greedy's tokens in a left-padded batch with a row stopping early, with the
+    drafts accepted where the eager decoder's are."""
+    tok, model = tiny_loaded.tokenizer, tiny_loaded.model
+    prompts = _prompts(tok, 3, seed=7)
+    greedy = build_decoder("greedy", model, tok)
+    stop = StopCriteria(eos_ids=tiny_loaded.eos_ids + (early_stop_token(greedy.generate(prompts, 20, StopCriteria())),))
+    dec = build_decoder("probing", model, tok, backend="compiled", **mode)
+    out = dec.generate(prompts, 20, stop)
+    assert [g.tokens for g in out] == [g.tokens for g in greedy.generate(prompts, 20, stop)]
+    eager = build_decoder("probing", model, tok, **mode).generate(prompts, 20, stop)
+    assert [g.accepted for g in out] == [g.accepted for g in eager] and dec.compile_s > 0
+    assert any(a > 1 for g in out for a in g.accepted)
+
+
 def test_registered_and_validated(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
     assert decoders()["probing"] is ProbingDecoder and ProbingDecoder.lossless

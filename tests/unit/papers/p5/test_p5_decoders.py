@@ -73,6 +73,29 @@ def test_lossless_against_greedy(name, params):
         assert len({t for g in out for t in g.extra["trees"]}) == 3
 
 
+def test_compiled_lossless_against_greedy(traced):
+    """`backend: compiled`: the trunk's forwards on the static cache return the hidden states the heads read (Hydra's
+    prefix layer reads the prompt's from the eager prefill there); the heads run eager. Greedy's tokens in batches
+    of 3 with a row stopping early, on Medusa's default tree (64 rows), a Hydra++ tree and EntMTP's ladder, with the
+    drafts accepted where the eager decoder's are."""
+    w = world()
+    prompts = w.prompts[:6]
+    stop = StopCriteria(eos_ids=(expected(prompts, StopCriteria())[1][5],))
+    want = expected(prompts, stop)
+    for name, params in (
+        ("medusa", {"heads": "medusa", "tree": "mc_sim_7b_63"}),
+        ("hydra", {"heads": "hydra", "tree": [[0], [0, 0], [0, 0, 0], [1], [1, 0], [2]]}),
+        ("entmtp", {"heads": "hydra", "policy": "threshold_ladder", "thresholds": [0.002, 0.006], "bank": BANK}),
+    ):
+        params = {**params, "heads": w.heads[params["heads"]]}
+        eager = build_decoder(name, w.loaded.model, w.loaded.tokenizer, **params)
+        dec = build_decoder(name, w.loaded.model, w.loaded.tokenizer, **params, backend="compiled")
+        out = dec.generate_all(prompts, NEW_TOKENS, stop, batch_size=3)
+        assert [g.tokens for g in out] == want, name
+        assert [g.accepted for g in out] == [g.accepted for g in eager.generate_all(prompts, NEW_TOKENS, stop, 3)]
+        assert sum(a - 1 for g in out for a in g.accepted[1:]) > 0 and dec.compile_s > 0, name
+
+
 def test_hydra_drafts_under_the_right_parent():
     """Every node's token is the top-k of head d-1 on its own parent's path, computed by brute force; the tree breaks
     both of the reference code's assumptions ((1,) has children while (0,) has none; ranks are not contiguous)."""
