@@ -33,15 +33,36 @@ class BadRowError(InputError):
         self.path, self.row, self.reason = str(path), row, reason
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux), else by setting it back at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _open_mode(path: str | os.PathLike, directory: bool = False) -> None:
+    """Give `path` the mode `open` / `mkdir` would have (`mkstemp` and `mkdtemp` make private ones, which the other
+    members of a lab sharing `results/` could not read)."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds."""
+    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds (with the mode a
+    plain write would give it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
+        _open_mode(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -50,12 +71,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 @contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty temporary directory next to `path`; it replaces `path` only if the block succeeds."""
+    """Yield an empty temporary directory next to `path`; it replaces `path` only if the block succeeds (with the
+    mode a plain `mkdir` would give it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
+        _open_mode(tmp, directory=True)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)

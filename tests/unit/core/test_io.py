@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 
 from mtp_core.io import (
     BadRowError,
     ReadReport,
+    atomic_dir,
     atomic_path,
     atomic_write_json,
     read_jsonl,
@@ -54,6 +57,23 @@ def test_atomic_writes_leave_nothing_on_failure(tmp_path):
         raise RuntimeError("killed")
     assert json.loads(target.read_text()) == {"x": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_atomic_writes_get_the_mode_of_a_plain_write(tmp_path):
+    """Readable by the group and others under umask 022 (a lab sharing `results/`), as `open` and `mkdir` make them;
+    not the private mode of a temporary file."""
+    old = os.umask(0o022)
+    try:
+        atomic_write_json(tmp_path / "out.json", {"x": 1})
+        with atomic_dir(tmp_path / "model") as d:
+            (d / "weights.bin").write_bytes(b"w")
+        os.umask(0o077)
+        atomic_write_json(tmp_path / "private.json", {"x": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "model").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "private.json").stat().st_mode) == 0o600
 
 
 def test_stable_hash_ignores_key_order():
