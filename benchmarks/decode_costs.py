@@ -166,8 +166,9 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
     def drafters() -> dict:
         torch.manual_seed(0)
         heads = HydraHeads.for_trunk(model, num_heads=4, lm_head="own").to(device).eval()
-        compiled = {"decoder": "greedy", "backend": "compiled"}
-        decoders = {"greedy-compiled": compiled, "hydra-compiled": {"decoder": "hydra", "heads": heads, **compiled},
+        compiled = {"backend": "compiled"}
+        decoders = {"greedy-compiled": {"decoder": "greedy", **compiled},
+                    "hydra-compiled": {"decoder": "hydra", "heads": heads, **compiled},
                     "probing-compiled": {"decoder": "probing", "bc": 30, **compiled}}  # fmt: skip
         summary, gens = run_bench(loaded, decoders, prompts, args.new_tokens, batch_size=args.batch_size, warmup=1,
                                   repeats=args.repeats)  # fmt: skip
