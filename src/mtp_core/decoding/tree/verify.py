@@ -28,7 +28,8 @@ do not shift RoPE positions; every later chunk's mask hides them.
 On the fast path (`backend: compiled`, a decoder that lists it and gives `max_chunk_rows`): the prefill is eager on
 a `decoding.static.StaticSession`, every chunk runs compiled at its bucket of rows (`static.bucket_rows`; padding
 rows continue the last row as a chain) with a 4D mask over the whole static cache, the gather and crop act on the
-static layers, finished rows stay in the batch (a static shape), and a batch whose slots outrun the cache grows it.
+static layers, finished rows stay in the batch (a static shape; marked in `TreeState.finished`, they draft nothing and
+no batch decision counts them), and a batch whose slots outrun the cache grows it.
 Extra rows and hidden states ride as they do eager (the compiled forward takes input embeddings and returns the final
 hidden states); the drafters' own modules (heads, Hydra's prefix layer) run eager.
 
