@@ -169,10 +169,7 @@ class MTPSpecDecoder(TreeDecoder):
     """Chain drafts from cascaded MTP heads, verified by the main model (module docstring)."""
 
     PARAMS = ("heads", "num_drafts", "check_trunk", "kv_cache")
-    BACKENDS = (
-        "eager",
-        "compiled",
-    )  # compiled: the trunk's forwards on a static cache (with the KV cache), heads eager
+    BACKENDS = ("eager", "compiled")  # compiled: the trunk's forwards on a static cache, the cascade eager
     needs_hidden = True  # the accepted path's h^0 feeds head 1's permanent rows
     needs_prompt_hidden = True  # and, after the prefill, the prompt's
 
