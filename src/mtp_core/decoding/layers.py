@@ -1,6 +1,7 @@
 """Running a subset of a Hugging Face decoder's layers by hand: explicit positions, a mask built against the
-subset's first layer, one `DynamicCache` whose layers may hold different lengths (paper 4's cyclical refilling;
-paper 2's cascaded heads run standalone decoder layers with the same helpers).
+subset's first layer, one cache whose layers may hold different lengths (paper 4's cyclical refilling: a
+`DynamicCache`, or on the compiled path a `StaticCache` whose layers write at their own positions; paper 2's
+cascaded heads run standalone decoder layers with the same helpers).
 
 The recipe that reproduces `model(...)` bit for bit (reference: transformers_layers_and_heads.md §1-2):
 
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import Cache
 from transformers.masking_utils import create_causal_mask
 
 from ..config.settings import LAYER_MODEL_TYPES
@@ -69,14 +71,14 @@ def new_cache(model: torch.nn.Module) -> DynamicCache:
     return DynamicCache(config=model.config)
 
 
-def cached_length(cache: DynamicCache | None, layer: int) -> int:
+def cached_length(cache: Cache | None, layer: int) -> int:
     return 0 if cache is None else int(cache.get_seq_length(layer))
 
 
 def causal_mask(
     model: torch.nn.Module,
     h: torch.Tensor,
-    cache: DynamicCache | None,
+    cache: Cache | None,
     pos: torch.Tensor,
     layer: int,
     padding: torch.Tensor | None = None,
@@ -85,13 +87,18 @@ def causal_mask(
 
     `padding` [B, >= kv] is the 2-D 0/1 mask of every position of the sequence (left padding); it is cut to this
     layer's key length (its cached length + the new rows), since a lagging layer has not seen the latest columns.
+    On a static cache (`transformers.StaticCache`, the compiled path) it spans the cache's slots as given (None: no
+    padding), so that its shape stays fixed; the slots past a layer's rows are hidden by causality.
     With no padding, a one-row step and a chunk over an empty cache get the model's own causal path (None); a
     chunk on top of a cache always gets a materialised mask (None would make sdpa slice the keys)."""
     q = h.shape[1]
-    past = cached_length(cache, layer)
-    pad = None
-    if padding is not None and not bool(padding[:, : past + q].all()):
-        pad = padding[:, : past + q]
+    if getattr(cache, "is_compileable", False):  # a static cache: `padding` spans its slots, or is None
+        pad = padding
+    else:
+        past = cached_length(cache, layer)
+        pad = None
+        if padding is not None and not bool(padding[:, : past + q].all()):
+            pad = padding[:, : past + q]
     return create_causal_mask(
         config=model.config, inputs_embeds=h, attention_mask=pad, cache=cache, position_ids=pos, layer_idx=layer
     )
@@ -106,7 +113,7 @@ def run_layers(
     pos: torch.Tensor,
     mask: Any,
     rope: tuple[torch.Tensor, torch.Tensor],
-    cache: DynamicCache | None = None,
+    cache: Cache | None = None,
 ) -> torch.Tensor:
     """Hidden states after decoder layers [start, stop); each appends its K/V to its own slot of `cache` (None:
     no cache is read or written)."""

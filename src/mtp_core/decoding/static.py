@@ -3,8 +3,9 @@
 Every decoder takes `backend`: `eager` runs the model's own forward on a growing `DynamicCache` (the
 papers' regime, and the default), `compiled` runs it on a `StaticSession`, which a decoder offers where its class
 lists `compiled` in its `BACKENDS` (`decoding.base.Decoder`; others refuse it when the config is checked): greedy,
-sampling, and the tree core's drafters (`tree.verify`), whose extra rows ride as input embeddings and whose heads
-read the final hidden states the compiled forward returns.
+sampling, the tree core's drafters (`tree.verify`), whose extra rows ride as input embeddings and whose heads
+read the final hidden states the compiled forward returns, paper 1's mask decoders, and paper 4's DMTD, which
+compiles its own layer segments over the session's cache (`StaticSession.call`).
 
 A `StaticSession` holds, for one decoder:
 
@@ -16,7 +17,7 @@ A `StaticSession` holds, for one decoder:
   graphs need) and `reset` empties it between batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
-  is `compile_mode`, CUDA graphs on CUDA). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
+  is `compile_mode`, CUDA graphs on CUDA), or a decoder's own function through another (`call`). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
   verifier of chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and
   `cost.measure_static_costs`, which prices those shapes). A tree batch whose slots outrun its cache `grow`s it.
 
@@ -29,7 +30,7 @@ can report it beside decoding. Inductor caches what it compiled (`/tmp/torchindu
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import torch
@@ -78,10 +79,7 @@ class StaticSession:
         self._shapes: set[tuple[Any, ...]] = set()
         # a graph per (rows, mask, batch, cache length): more than dynamo's default limit of 8 before it falls back
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        mode = compile_mode(self.device) if COMPILE_BACKEND == "inductor" else None
-        self._compiled: Callable[..., torch.Tensor] = torch.compile(
-            self._forward, backend=COMPILE_BACKEND, mode=mode, dynamic=False
-        )
+        self._compiled: dict[Callable[..., Any], Callable[..., Any]] = {}
 
     @property
     def length(self) -> int:
@@ -165,14 +163,26 @@ class StaticSession:
         tokens, e.g. mask embeddings) at positions `pos` [B, R]; the logits of the last `keep` rows (0: all), and
         with `hidden` the final hidden states of every row, `(logits, hidden)`. `mask`: None (causal),
         [B, cache length] (0/1 per slot) or a 4-D [B, 1, R, cache length] one."""
+        x = ids if embeds is None else embeds
+        key = (tuple(x.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep, hidden)
+        return self.call(self._forward, key, ids, mask, pos, keep, embeds, hidden)
+
+    def call(self, fn: Callable[..., Any], key: Hashable, *args: Any) -> Any:
+        """`fn(*args)` through `torch.compile` (one compiled function per `fn`, `dynamic=False`: a graph per input
+        shape); `key` names the shape, and the first call of each key on this cache counts in `compile_s`. The
+        model's forward is `step`; a decoder that runs the model's layers itself (paper 4's layer subsets) compiles
+        its own functions over this session's cache here."""
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are consumed: its graph may rerun
-        x = ids if embeds is None else embeds
-        key = (self.shape, tuple(x.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep, hidden)
+        compiled = self._compiled.get(fn)
+        if compiled is None:
+            mode = compile_mode(self.device) if COMPILE_BACKEND == "inductor" else None
+            compiled = self._compiled[fn] = torch.compile(fn, backend=COMPILE_BACKEND, mode=mode, dynamic=False)
+        key = (fn, self.shape, key)
         if key in self._shapes:
-            return self._compiled(ids, mask, pos, keep, embeds, hidden)
+            return compiled(*args)
         t0 = time.perf_counter()
-        out = self._compiled(ids, mask, pos, keep, embeds, hidden)
+        out = compiled(*args)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.compile_s += time.perf_counter() - t0

@@ -41,6 +41,12 @@ and no holes (batch 1, or Static-k on equal-length prompts) no mask is passed. F
 of the cache columns, `compact_cache` right-aligns each row's valid slots with one gather (about the copy
 `DynamicCache` already makes every step) and drops the columns no row needs, so the waste stays bounded.
 
+`backend: compiled` (`decoding.static`): the same steps on a static cache, every step's chunk compiled at its
+bucket of rows (the padding extra masks after the chunk, as above) with all its logits (one graph per bucket),
+the prefill eager. Its shapes stay fixed, so finished rows are not pruned (they step on, their tokens ignored) and
+the cache is not compacted: holes stay as masked slots, and a batch whose slots outrun the cache grows it. The
+chunk of a step (2k-1 rows) must fit the largest bucket, so k <= 64.
+
 Params common to both: `mask_id` (default `model.config.mtp_mask_token_id`, set by
 `mtp_core.papers.p1.mask_token.add_mask_token`), `prune_finished` (True), `pad_small_chunks` (True: a forward of 2-3
 new rows in total, batch 1 Static-k k=2 for instance, is padded to 4 with extra masks at the end, a measured
@@ -59,11 +65,12 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import Cache, DynamicLayer
 
 from ...decoding.base import Decoder, GenerationResult, StopCriteria, register_decoder
 from ...decoding.batch import prepare_batch
 from ...decoding.cache import crop_cache, select_rows
+from ...decoding.static import StaticSession, bucket_rows
 from ...decoding.stopping import StopTracker
 
 
@@ -128,6 +135,7 @@ class MaskMTPDecoder(Decoder):
 
     lossless = False
     PARAMS = ("mask_id", "prune_finished", "pad_small_chunks", "compact_at")
+    BACKENDS = ("eager", "compiled")
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         super().__init__(model, tokenizer, **params)
@@ -141,6 +149,8 @@ class MaskMTPDecoder(Decoder):
                 f"{self.name}: no mask token id: pass mask_id=... or use a model prepared with "
                 "mtp_core.papers.p1.mask_token.add_mask_token (it sets model.config.mtp_mask_token_id)"
             )
+        if self.backend == "compiled":
+            bucket_rows(2 * self.k - 1)  # a step's chunk (k re-fed + k-1 masks) fits the largest compiled forward
         self.prune = bool(params.get("prune_finished", True))
         self.pad_small = bool(params.get("pad_small_chunks", True))
         self.compact_at = float(params.get("compact_at", 0.25))
@@ -157,23 +167,45 @@ class MaskMTPDecoder(Decoder):
         raise NotImplementedError
 
     def _forward(
-        self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, cache: DynamicCache, keep: int
+        self,
+        ids: torch.Tensor,
+        pos: torch.Tensor,
+        mask: torch.Tensor | None,
+        cache: Cache | None,
+        keep: int,
+        compiled: bool = False,
     ) -> tuple[torch.Tensor, int]:
-        """One forward of a chunk: logits of its last `keep` positions, and the rows it ran (the chunk's width; 2-3
-        new rows in all are padded to 4, a CPU fast path)."""
+        """One forward of a chunk ending in `keep - 1` masks: the logits of its last `keep` positions and the rows it
+        ran (the chunk's width); the masks' slots are cropped afterwards (masks are never kept).
+
+        Eager, 2-3 new rows in all are padded to 4 (a CPU fast path). `compiled`: the chunk runs on the static session
+        at its bucket of rows (`static.bucket_rows`), with every row's logits (one graph per bucket, whatever
+        `keep`), its mask (when one is needed) widened to the whole cache. Either way the padding is extra masks
+        after the chunk, so by causality they change no kept prediction, and their slots are cropped."""
         b, n = ids.shape
-        n_pad = 4 - b * n if self.pad_small and b * n in (2, 3) else 0
+        small = self.pad_small and b * n in (2, 3)
+        n_pad = bucket_rows(n) - n if compiled else 4 - b * n if small else 0
         if n_pad:
             fill = self.mask_id if self.mask_id is not None else int(ids[0, -1])
             ids = torch.cat([ids, ids.new_full((b, n_pad), fill)], dim=1)
             pos = torch.cat([pos, pos[:, -1:] + torch.arange(1, n_pad + 1, device=pos.device)[None]], dim=1)
             if mask is not None:
                 mask = torch.cat([mask, mask.new_ones(b, n_pad)], dim=1)
-        logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, logits_to_keep=keep + n_pad
-        ).logits
-        crop_cache(cache, n_pad)
-        return logits[:, :keep], n + n_pad
+        session = self.static
+        if session is not None:  # backend compiled: the static cache (eager for the prefill)
+            if int(session.cache.get_seq_length()) + ids.shape[1] > session.length:
+                session.grow(int(session.cache.get_seq_length()) + ids.shape[1])
+            cache = session.cache
+            if mask is not None:  # slots past the chunk are hidden by causality
+                mask = torch.nn.functional.pad(mask, (0, session.length - mask.shape[1]), value=1)
+        if compiled:
+            logits = session.step(ids, mask, pos, keep=0)[:, n - keep : n]
+        else:
+            logits = self.model(
+                input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, logits_to_keep=keep + n_pad
+            ).logits[:, :keep]
+        crop_cache(cache, keep - 1 + n_pad)
+        return logits, n + n_pad
 
     @torch.inference_mode()
     def generate(
@@ -187,7 +219,12 @@ class MaskMTPDecoder(Decoder):
         chunk_tokens: list[list[int]] = [[] for _ in range(n)]
         refed: list[list[int]] = [[] for _ in range(n)]
         chunk_rows: list[list[int]] = [[] for _ in range(n)]
-        cache = DynamicCache(config=self.model.config)
+        compiled = self.backend == "compiled"  # a static batch: finished rows stay, chunks at bucket sizes
+        cache = None if compiled else DynamicCache(config=self.model.config)
+        if compiled:
+            if self.static is None:
+                self.static = StaticSession(self.model)
+            self.static.begin(n, ids.shape[1] + max_new_tokens + bucket_rows(2 * self.k - 1))
         mask_id = self.mask_id if self.mask_id is not None else 0
 
         # prefill: prompt + (k-1) masks at the next positions; emits up to k tokens
@@ -199,7 +236,6 @@ class MaskMTPDecoder(Decoder):
         padded = bool((mask == 0).any())
         attn = torch.cat([mask, mask.new_ones(n, k_step - 1)], dim=1) if padded else None
         logits, _ = self._forward(chunk, chunk_pos, attn, cache, k_step)
-        crop_cache(cache, k_step - 1)
         kv_mask = mask.bool()
         next_pos = pos[:, -1] + 1  # position of the first token not yet in the cache
         counts, preds = self.accept(logits), logits.argmax(-1)
@@ -224,7 +260,7 @@ class MaskMTPDecoder(Decoder):
             keep = [b for b, row in enumerate(live) if not tracker.done(row)]
             if not keep:
                 break
-            if self.prune and len(keep) < len(live):
+            if self.prune and not compiled and len(keep) < len(live):
                 kt = torch.tensor(keep, device=device)
                 select_rows(cache, kt)
                 kv_mask, next_pos = compact_cache(cache, kv_mask[kt]), next_pos[kt]
@@ -250,10 +286,13 @@ class MaskMTPDecoder(Decoder):
                 attn = None
             else:
                 attn = torch.cat([kv_mask, valid, valid.new_ones(b_live, k_step - 1)], dim=1).long()
-            logits, rows = self._forward(chunk, chunk_pos, attn, cache, k_step)
-            crop_cache(cache, k_step - 1)
+            logits, rows = self._forward(chunk, chunk_pos, attn, cache, k_step, compiled)
             kv_mask = torch.cat([kv_mask, valid], dim=1)
-            if b_live > 1 and kv_mask.shape[1] - int(kv_mask.sum(1).max()) > self.compact_at * kv_mask.shape[1]:
+            if (
+                not compiled
+                and b_live > 1
+                and kv_mask.shape[1] - int(kv_mask.sum(1).max()) > self.compact_at * kv_mask.shape[1]
+            ):
                 kv_mask = compact_cache(cache, kv_mask)
             next_pos = next_pos + torch.tensor(r, device=device)
             counts, preds = self.accept(logits), logits.argmax(-1)

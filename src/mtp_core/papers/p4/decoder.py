@@ -20,6 +20,11 @@ Batching: layer skipping is a whole-batch decision and the phase counts from the
 rows of different prompt lengths stay aligned. Finished rows are pruned from the cache *and* the pending buffer
 (`prune_finished`).
 
+`backend: compiled` (`decoding.static`): the same schedule on one static cache (a slot per column in every layer,
+each layer writing at its own position), every decoding step's segments compiled (`StaticSession.call`: the
+encoding layers, the refill of the thinking layers over τ columns, the decoding layers with the head), the
+prefill eager; the padding mask spans the cache's slots. Finished rows stay in the batch (a static shape).
+
 Params: `tau` (inference τ; default the training τ `config.dmtd.cycle`: Table 5 decodes a τ = 3 model at other τ),
 `encoding_layers` / `decoding_layers` / `combine` (default `config.dmtd`; required for a model trained without
 DMTD, e.g. the untrained baseline), `prune_finished` (True). Lossy (`lossless` True only at τ = 1 with `select`,
@@ -43,6 +48,7 @@ from ...decoding import layers as L
 from ...decoding.base import Decoder, GenerationResult, StopCriteria, register_decoder
 from ...decoding.batch import positions_from_mask, prepare_batch
 from ...decoding.cache import select_rows
+from ...decoding.static import StaticSession
 from ...decoding.stopping import StopTracker
 from .cyclic import is_cycle_start
 from .settings import DMTDSpec, dmtd_config
@@ -54,14 +60,15 @@ class DMTDState:
     last absolute position of every row and the pending h_base columns. `prefill(ids, attention)` and
     `step(tokens)` return the next-token logits [B, V]; tests drive them with fixed tokens (teacher forcing)."""
 
-    def __init__(self, model: torch.nn.Module, spec: DMTDSpec, tau: int):
+    def __init__(self, model: torch.nn.Module, spec: DMTDSpec, tau: int, session: StaticSession | None = None):
         if int(tau) < 1:
             raise ValueError(f"dmtd: tau must be >= 1, got {tau}")
         L.check_supported(model)
         self.model, self.spec, self.tau = model, spec, int(tau)
         self.num_layers = L.num_layers(model)
         self.first, self.stop = spec.thinking(self.num_layers)
-        self.cache = L.new_cache(model)
+        self.session = session  # backend compiled: its static cache, the decoding steps' segments compiled
+        self.cache = session.cache if session is not None else L.new_cache(model)
         self.step_index = 0  # generation step of the next forward (0: the prefill)
         self.padding: torch.Tensor | None = None
         self.last_pos: torch.Tensor | None = None
@@ -90,7 +97,7 @@ class DMTDState:
         if self.step_index:
             raise RuntimeError("prefill: the state has already decoded")
         pos = positions_from_mask(attention)
-        self.padding = attention
+        self.padding = attention if self.session is None else self.session.prompt_mask(attention)
         h = L.embed(self.model, ids)
         mask = L.causal_mask(self.model, h, self.cache, pos, 0, attention)
         cs = L.rope(self.model, h, pos)
@@ -104,13 +111,22 @@ class DMTDState:
         self.step_index = 1
         return L.head(self.model, h[:, -1])
 
-    def _run(self, h: torch.Tensor, start: int, stop: int, pos: torch.Tensor) -> torch.Tensor:
-        if start == stop:
-            return h
-        mask = L.causal_mask(self.model, h, self.cache, pos, start, self.padding)
-        return L.run_layers(
-            self.model, h, start, stop, pos=pos, mask=mask, rope=L.rope(self.model, h, pos), cache=self.cache
-        )
+    def _run(self, h: torch.Tensor, start: int, stop: int, pos: torch.Tensor, head: bool = False) -> torch.Tensor:
+        """Layers [start, stop) on `h` at positions `pos` (then, with `head`, the logits of the last row); compiled
+        on a static session, one graph per segment and shape."""
+        if self.session is None:
+            return self._segment(h, pos, self.padding, start, stop, head)
+        key = ("dmtd", start, stop, head, tuple(h.shape), None if self.padding is None else tuple(self.padding.shape))
+        return self.session.call(self._segment, key, h, pos, self.padding, start, stop, head)
+
+    def _segment(
+        self, h: torch.Tensor, pos: torch.Tensor, padding: torch.Tensor | None, start: int, stop: int, head: bool
+    ) -> torch.Tensor:
+        if start < stop:
+            mask = L.causal_mask(self.model, h, self.cache, pos, start, padding)
+            rope = L.rope(self.model, h, pos)
+            h = L.run_layers(self.model, h, start, stop, pos=pos, mask=mask, rope=rope, cache=self.cache)
+        return L.head(self.model, h[:, -1]) if head else h
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (the one emitted by the previous step): a late-only step or a cycle start with its
@@ -118,7 +134,8 @@ class DMTDState:
         if self.last_pos is None:
             raise RuntimeError("step before prefill")
         pos = (self.last_pos + 1)[:, None]
-        self.padding = torch.cat([self.padding, self.padding.new_ones(self.padding.shape[0], 1)], dim=1)
+        if self.session is None:  # a static session's padding mask spans every slot already
+            self.padding = torch.cat([self.padding, self.padding.new_ones(self.padding.shape[0], 1)], dim=1)
         h_base = self._run(L.embed(self.model, tokens[:, None]), 0, self.first, pos)
         self.pending = torch.cat([self.pending, h_base], dim=1)
         self.pending_pos = torch.cat([self.pending_pos, pos], dim=1)
@@ -130,10 +147,10 @@ class DMTDState:
         else:
             self.last_refill = 0
             h = h_base
-        h = self._run(h, self.stop, self.num_layers, pos)
+        logits = self._run(h, self.stop, self.num_layers, pos, head=True)
         self.last_pos = pos[:, 0]
         self.step_index += 1
-        return L.head(self.model, h[:, -1])
+        return logits
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only batch rows `rows` (finished rows pruned): the cache of every layer, the padding, the positions
@@ -152,6 +169,7 @@ class DMTDDecoder(Decoder):
 
     lossless = False
     PARAMS = ("tau", "encoding_layers", "decoding_layers", "combine", "prune_finished")
+    BACKENDS = ("eager", "compiled")
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, **params: Any):
         super().__init__(model, tokenizer, **params)
@@ -179,12 +197,17 @@ class DMTDDecoder(Decoder):
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
     ) -> list[GenerationResult]:
-        prune = bool(self.params.get("prune_finished", True))
+        compiled = self.backend == "compiled"  # a static batch: finished rows stay
+        prune = bool(self.params.get("prune_finished", True)) and not compiled
         device = next(self.model.parameters()).device
         ids, attention, _ = prepare_batch(prompts, self.tokenizer, device)
         n = len(prompts)
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
-        state = DMTDState(self.model, self.spec, self.tau)
+        if compiled:
+            if self.static is None:
+                self.static = StaticSession(self.model)
+            self.static.begin(n, ids.shape[1] + max_new_tokens)  # a slot per column in every layer
+        state = DMTDState(self.model, self.spec, self.tau, self.static if compiled else None)
         counts = {k: [0] * n for k in ("cycle_starts", "late_steps", "refill_rows", "layers_touched")}
         forwards: list[list[list[list[int]]]] = [[] for _ in range(n)]
 

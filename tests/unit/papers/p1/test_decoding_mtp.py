@@ -295,6 +295,33 @@ def test_options_do_not_change_outputs(mtp_model, option):
         assert [g.accepted for g in other] == [g.accepted for g in base]
 
 
+def test_compiled_equals_the_reference_and_eager(mtp_model, traced):
+    """`backend: compiled`: rows of pairwise different lengths accepting unevenly (holes in a static batch whose
+    slots outrun its first cache, which grows), Static-k at a budget that caps the last step's k, ConfAdapt, and
+    an EOS inside a chunk; tokens and accepted counts equal the uncached reference and the eager decoder's."""
+    model, tok = mtp_model
+    mid = model.config.mtp_mask_token_id
+    prompts, max_new = _prompts(tok, 3, seed=11), 45
+    dec = ParityDecoder(model, tok, k=4, backend="compiled")
+    out = dec.generate(prompts, max_new, StopCriteria())
+    for p, g in zip(prompts, out):
+        assert (g.tokens, g.accepted) == reference_decode(model, p, 4, max_new, parity_rule, mid)
+        check_accounting(g, max_new)
+        assert set(g.extra["chunk_rows"][1:]) <= {4, 8}  # the bucket of every step's chunk
+    assert dec.static.length > 64 and dec.compile_s > 0  # grew past its first cache (64 slots)
+    free = build_decoder("static-k", model, tok, k=3).generate(prompts, MAX_NEW, StopCriteria())
+    stop = StopCriteria(eos_ids=(free[0].tokens[4],))
+    for name, params, budget, stops in [
+        ("static-k", {"k": 3}, MAX_NEW - 1, StopCriteria()),
+        ("static-k", {"k": 3}, MAX_NEW, stop),
+        ("conf-adapt", {"tau": 0.09, "k_max": 5}, MAX_NEW, StopCriteria()),
+    ]:
+        eager = build_decoder(name, model, tok, **params).generate(prompts, budget, stops)
+        comp = build_decoder(name, model, tok, **params, backend="compiled").generate(prompts, budget, stops)
+        assert [(g.tokens, g.accepted) for g in comp] == [(g.tokens, g.accepted) for g in eager], (name, params)
+        assert comp[0].stop_reason == ("eos" if stops is stop else "length")
+
+
 # --------------------------------------------------------------------------------------------- parameters
 
 

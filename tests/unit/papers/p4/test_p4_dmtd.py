@@ -261,6 +261,30 @@ def test_batched_equals_per_row_with_rows_stopping(model):
         assert [g.stop_reason for g in batched].count("eos") >= 2
 
 
+def test_compiled_equals_eager_and_the_reference(model, traced):
+    """`backend: compiled`: the late-only step, the refill and the decoding layers as compiled segments over one
+    static cache whose layers hold different lengths. A left-padded batch of 5 with rows stopping on late-only steps
+    and on cycle starts gives eager's tokens, extras and stops at every split; a lone row the brute-force
+    reference's (each token the argmax of the parallel forward over everything so far)."""
+    tau, max_new = 3, 14
+    prompts = random_prompts(5, seed=7)
+    for e, d, how in [(1, 2, "add"), (0, 2, "select"), (2, 0, "add")]:
+        kw = {"tau": tau, "encoding_layers": e, "decoding_layers": d, "combine": how}
+        free = build_decoder("dmtd", model, _Tok(), **kw).generate(prompts, max_new, StopCriteria())
+        stop = StopCriteria(eos_ids=(free[0].tokens[3], free[1].tokens[4]))
+        eager = build_decoder("dmtd", model, _Tok(), **kw).generate(prompts, max_new, stop)
+        dec = build_decoder("dmtd", model, _Tok(), **kw, backend="compiled")
+        comp = dec.generate(prompts, max_new, stop)
+        assert [(g.tokens, g.stop_reason, g.extra) for g in comp] == [(g.tokens, g.stop_reason, g.extra) for g in eager]
+        assert [g.stop_reason for g in comp].count("eos") >= 2 and dec.compile_s > 0
+        seq = list(prompts[2])
+        for _ in range(max_new):
+            m = decode_mask(torch.tensor([len(prompts[2])]), len(seq), tau)
+            with torch.inference_mode():
+                seq.append(int(parallel_logits(model, DMTDSpec(e, d, how), torch.tensor([seq]), m)[0, -1].argmax()))
+        assert dec.generate([prompts[2]], max_new, StopCriteria())[0].tokens == seq[len(prompts[2]) :], (e, d, how)
+
+
 def test_measured_plt_and_extras(model):
     dec = build_decoder("dmtd", model, _Tok(), tau=3, encoding_layers=0, decoding_layers=2)
     g = dec.generate([list(range(30, 40))], 64, StopCriteria())[0]
