@@ -165,15 +165,21 @@ class StaticSession:
         [B, cache length] (0/1 per slot) or a 4-D [B, 1, R, cache length] one."""
         x = ids if embeds is None else embeds
         key = (tuple(x.shape), None if mask is None else (tuple(mask.shape), mask.dtype), keep, hidden)
+        self.new_step()
         return self.call(self._forward, key, ids, mask, pos, keep, embeds, hidden)
+
+    def new_step(self) -> None:
+        """Mark the start of a decoding step: the outputs of the last step's compiled calls are consumed, so CUDA
+        graphs may reuse their memory. `step` marks one itself; a decoder that makes several compiled calls in a
+        step, each reading the last one's outputs (`call`), marks once before them."""
+        if self.device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()
 
     def call(self, fn: Callable[..., Any], key: Hashable, *args: Any) -> Any:
         """`fn(*args)` through `torch.compile` (one compiled function per `fn`, `dynamic=False`: a graph per input
-        shape); `key` names the shape, and the first call of each key on this cache counts in `compile_s`. The
-        model's forward is `step`; a decoder that runs the model's layers itself (paper 4's layer subsets) compiles
-        its own functions over this session's cache here."""
-        if self.device.type == "cuda":
-            torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are consumed: its graph may rerun
+        shape) within the current step (`new_step`); `key` names the shape, and the first call of each key on this
+        cache counts in `compile_s`. The model's forward is `step`; a decoder that runs the model's layers itself
+        (paper 4's layer subsets) compiles its own functions over this session's cache here."""
         compiled = self._compiled.get(fn)
         if compiled is None:
             mode = compile_mode(self.device) if COMPILE_BACKEND == "inductor" else None

@@ -31,7 +31,8 @@ rows continue the last row as a chain) with a 4D mask over the whole static cach
 static layers, finished rows stay in the batch (a static shape; marked in `TreeState.finished`, they draft nothing and
 no batch decision counts them), and a batch whose slots outrun the cache grows it.
 Extra rows and hidden states ride as they do eager (the compiled forward takes input embeddings and returns the final
-hidden states); the drafters' own modules (heads, Hydra's prefix layer) run eager.
+hidden states); the drafters' own modules run eager or, paper 5's heads, compiled on the session
+(`StaticSession.call`).
 
 Hidden states (`TreeDecoder.needs_hidden`): the final hidden states (post-norm, the `lm_head` input) at the
 accepted path reach the drafter as `state.last.hidden` and, at the last accepted node, `state.last_hidden`; with

@@ -114,6 +114,8 @@ class DMTDState:
     def _run(self, h: torch.Tensor, start: int, stop: int, pos: torch.Tensor, head: bool = False) -> torch.Tensor:
         """Layers [start, stop) on `h` at positions `pos` (then, with `head`, the logits of the last row); compiled
         on a static session, one graph per segment and shape."""
+        if start == stop and not head:
+            return h
         if self.session is None:
             return self._segment(h, pos, self.padding, start, stop, head)
         key = ("dmtd", start, stop, head, tuple(h.shape), None if self.padding is None else tuple(self.padding.shape))
@@ -133,6 +135,8 @@ class DMTDState:
         refill, by the generation step (module docstring); logits of the next token."""
         if self.last_pos is None:
             raise RuntimeError("step before prefill")
+        if self.session is not None:
+            self.session.new_step()  # this step's segments read each other's outputs: one step of CUDA graphs
         pos = (self.last_pos + 1)[:, None]
         if self.session is None:  # a static session's padding mask spans every slot already
             self.padding = torch.cat([self.padding, self.padding.new_ones(self.padding.shape[0], 1)], dim=1)

@@ -17,11 +17,14 @@
   reuses the chain's head call (a small tree often is the chain: the fresh score then costs nothing extra).
   `stale_chain` is what the tree's own head calls saw of the chain (the public code's one-step-stale signal).
 
-Ranks and probabilities are over the heads' draft vocabulary.
+Ranks and probabilities are over the heads' draft vocabulary. Where the trunk runs compiled (`backend: compiled`),
+every head call runs compiled too (`StaticSession.call`: a graph per head and shape), in the CUDA-graph step of the
+verification whose hidden states it reads; the prefix layer stays eager (its cache grows every step).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -29,6 +32,7 @@ import torch
 
 from ...decoding.batch import positions_from_mask
 from ...decoding.cache import select_rows
+from ...decoding.static import StaticSession
 from ...decoding.tree import TreeBuffers, TreeState, chunk_attention_mask
 from ...models.heads.hydra import HydraHeads
 from ...models.heads.medusa import MedusaHeads
@@ -49,18 +53,30 @@ def _top1(logits: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits.float(), dim=-1).max(-1).values
 
 
+def _heads_call(session: StaticSession | None, fn: Callable[..., torch.Tensor], key: tuple, *args) -> torch.Tensor:
+    """`fn(*args)`; compiled on the trunk's static session when it has one (module docstring)."""
+    return fn(*args) if session is None else session.call(fn, key, *args)
+
+
+def _hydra_head(heads: HydraHeads, head: int, e: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Hydra head `head` from e_t [B, H] on path tokens [B, P, head + 1] -> [B, P, V']."""
+    b, p = tokens.shape[:2]
+    return heads.head_logits(head, e[:, None].expand(b, p, -1), heads.embed(tokens))
+
+
 class MedusaStep:
     """One step's Medusa head calls on h_t [B, H], computed lazily up to the deepest head needed."""
 
-    def __init__(self, heads: MedusaHeads, h: torch.Tensor):
-        self.heads, self.h = heads, h
+    def __init__(self, heads: MedusaHeads, h: torch.Tensor, session: StaticSession | None = None):
+        self.heads, self.h, self.session = heads, h, session
         self.logits: list[torch.Tensor] = []  # per head [B, V']
 
     def _upto(self, depth: int) -> None:
         if depth > self.heads.num_heads:
             raise ValueError(f"depth {depth} needs {depth} Medusa heads, these have {self.heads.num_heads}")
         for j in range(len(self.logits), depth):
-            self.logits.append(self.heads.head_logits(self.h, j))
+            key = ("medusa-head", j, tuple(self.h.shape))
+            self.logits.append(_heads_call(self.session, self.heads.head_logits, key, self.h, j))
 
     def chain(self, depth: int) -> np.ndarray:
         """[B, depth] top-1 probabilities of heads 0 .. depth-1."""
@@ -83,16 +99,16 @@ class MedusaStep:
 class HydraStep:
     """One step's Hydra head calls from e_t [B, H] and the root [B] (module docstring)."""
 
-    def __init__(self, heads: HydraHeads, e: torch.Tensor, root: torch.Tensor):
-        self.heads, self.e = heads, e
+    def __init__(self, heads: HydraHeads, e: torch.Tensor, root: torch.Tensor, session: StaticSession | None = None):
+        self.heads, self.e, self.session = heads, e, session
         self.chain_tokens = root[:, None]  # [B, 1 + d]: root then the chain's drafts
         self.chain_logits: list[torch.Tensor] = []  # per depth [B, V']
         self.level_top1: list[torch.Tensor | None] = []  # the tree's own calls at the chain's parents
 
     def _call(self, head: int, tokens: torch.Tensor) -> torch.Tensor:
         """Head `head` on path tokens [B, P, head + 1] -> [B, P, V']."""
-        b, p = tokens.shape[:2]
-        return self.heads.head_logits(head, self.e[:, None].expand(b, p, -1), self.heads.embed(tokens))
+        key = ("hydra-head", head, tuple(tokens.shape))
+        return _heads_call(self.session, _hydra_head, key, self.heads, head, self.e, tokens)
 
     def chain(self, depth: int) -> np.ndarray:
         """[B, depth] top-1 probabilities along the heads' greedy chain."""
@@ -199,5 +215,5 @@ class Drafter:
 
     def step(self, state: TreeState) -> MedusaStep | HydraStep:
         if self.hydra:
-            return HydraStep(self.heads, state.data[self.KEY].e, state.ctx.root)
-        return MedusaStep(self.heads, state.last_hidden)
+            return HydraStep(self.heads, state.data[self.KEY].e, state.ctx.root, state.ctx.session)
+        return MedusaStep(self.heads, state.last_hidden, state.ctx.session)

@@ -75,7 +75,8 @@ def test_lossless_against_greedy(name, params):
 
 def test_compiled_lossless_against_greedy(traced):
     """`backend: compiled`: the trunk's forwards on the static cache return the hidden states the heads read (Hydra's
-    prefix layer reads the prompt's from the eager prefill there); the heads run eager. Greedy's tokens in batches
+    prefix layer reads the prompt's from the eager prefill there); the heads run compiled too, the prefix layer
+    eager. Greedy's tokens in batches
     of 3 with a row stopping early, on Medusa's default tree (64 rows), a Hydra++ tree and EntMTP's ladder, with the
     drafts accepted where the eager decoder's are."""
     w = world()
@@ -94,6 +95,8 @@ def test_compiled_lossless_against_greedy(traced):
         assert [g.tokens for g in out] == want, name
         assert [g.accepted for g in out] == [g.accepted for g in eager.generate_all(prompts, NEW_TOKENS, stop, 3)]
         assert sum(a - 1 for g in out for a in g.accepted[1:]) > 0 and dec.compile_s > 0, name
+        head = "hydra-head" if params["heads"] is w.heads["hydra"] else "medusa-head"
+        assert any(key[2][0] == head for key in dec.static._shapes), name  # (function, cache shape, key)
 
 
 def test_hydra_drafts_under_the_right_parent():
