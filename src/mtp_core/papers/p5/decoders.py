@@ -13,8 +13,8 @@ or a bound `DraftHeads`); `medusa` / `hydra`: `tree`; `entmtp`: `bank` (a bank f
 `policy` static | binary_tau | threshold_ladder, `tree` (static; default the bank's `best`, EntMTP*),
 `conservative` / `aggressive` (default the bank's S and B), `tau` (sets both thresholds) or `tau_on` /
 `tau_off` (default the bank's, chosen on calibration prompts), `thresholds` (ladder), `score_feature`,
-`policy_period`, `batch_reduce`, `signal` fresh | stale; and `backend` (`compiled`: the trunk's forwards on the
-fast decode path, `decoding.static`, the heads and Hydra's prefix layer eager).
+`policy_period`, `batch_reduce`, `signal` fresh | stale; and `backend` (`compiled`: the trunk's forwards and the
+heads on the fast decode path, `decoding.static`, Hydra's prefix layer eager).
 
 `signal` (§4 and the public code's difference, fixed here): `fresh` (default) computes the heads' greedy chain of
 THIS step before choosing the tree (the chosen tree reuses those head calls where its levels follow the chain);
@@ -70,7 +70,7 @@ class HeadsTreeDecoder(TreeDecoder):
     """Draft with Medusa or Hydra heads, verify on the tree core; subclasses choose the tree of each step."""
 
     PARAMS = ("heads",)
-    BACKENDS = ("eager", "compiled")  # compiled: the trunk's forwards on a static cache; heads and prefix layer eager
+    BACKENDS = ("eager", "compiled")  # compiled: the trunk and the heads; the prefix layer eager
     ARCHS: ClassVar[tuple[str, ...]] = ("medusa", "hydra")
     needs_hidden = True
 
