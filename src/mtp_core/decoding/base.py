@@ -25,6 +25,8 @@ from ..io import InputError
 if TYPE_CHECKING:
     import torch
 
+    from .static import StaticSession
+
 _DECODERS: dict[str, type[Decoder]] = {}
 CORE_DECODERS = ("greedy", "hf", "lookahead", "prompt_lookup", "sample", "stand")  # the modules of the core's decoders
 
@@ -106,6 +108,16 @@ class Decoder(ABC):
     def compile_s(self) -> float:
         """Seconds this decoder has spent compiling (0 on the eager backend)."""
         return 0.0 if self.static is None else self.static.compile_s
+
+    def static_session(self, batch: int, slots: int) -> StaticSession:
+        """`backend: compiled`: this decoder's static session (made on first use, reused by every batch), its cache
+        emptied for a batch of `batch` rows needing `slots` slots (`StaticSession.begin`)."""
+        from .static import StaticSession  # torch: not at import (the plan checks read this module)
+
+        if self.static is None:
+            self.static = StaticSession(self.model)
+        self.static.begin(batch, slots)
+        return self.static
 
     @abstractmethod
     def generate(

@@ -19,7 +19,6 @@ from transformers import DynamicCache
 from .base import Decoder, GenerationResult, StopCriteria, register_decoder
 from .batch import prepare_batch
 from .cache import select_rows
-from .static import StaticSession
 from .stopping import StopTracker
 
 
@@ -101,10 +100,7 @@ class GreedyDecoder(Decoder):
         ids, mask, pos = prepare_batch(prompts, self.tokenizer, device)
         n, width = ids.shape
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
-        if self.static is None:
-            self.static = StaticSession(self.model)
-        session = self.static
-        session.begin(n, width + max_new_tokens)
+        session = self.static_session(n, width + max_new_tokens)
         full_mask = session.prompt_mask(mask)
         self.begin(device)
         t0 = time.perf_counter()

@@ -393,10 +393,7 @@ class TreeDecoder(Decoder):
     def _static_session(self, batch: int, width: int, max_new_tokens: int) -> StaticSession:
         """`backend: compiled`: the static session, its cache sized for the batch (its tokens and one bucketed
         chunk; the prefill's extra rows fit in that chunk's room)."""
-        if self.static is None:
-            self.static = StaticSession(self.model)
-        self.static.begin(batch, width + max_new_tokens + bucket_rows(self.max_chunk_rows()))
-        return self.static
+        return self.static_session(batch, width + max_new_tokens + bucket_rows(self.max_chunk_rows()))
 
     @torch.inference_mode()
     def generate(

@@ -70,7 +70,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 from ...decoding.base import Decoder, GenerationResult, StopCriteria, register_decoder
 from ...decoding.batch import prepare_batch
 from ...decoding.cache import crop_cache, select_rows
-from ...decoding.static import StaticSession, bucket_rows
+from ...decoding.static import bucket_rows
 from ...decoding.stopping import StopTracker
 
 
@@ -193,8 +193,9 @@ class MaskMTPDecoder(Decoder):
                 mask = torch.cat([mask, mask.new_ones(b, n_pad)], dim=1)
         session = self.static
         if session is not None:  # backend compiled: the static cache (eager for the prefill)
-            if int(session.cache.get_seq_length()) + ids.shape[1] > session.length:
-                session.grow(int(session.cache.get_seq_length()) + ids.shape[1])
+            slots = int(session.cache.get_seq_length()) + ids.shape[1]
+            if slots > session.length:
+                session.grow(slots)
             cache = session.cache
             if mask is not None:  # slots past the chunk are hidden by causality
                 mask = torch.nn.functional.pad(mask, (0, session.length - mask.shape[1]), value=1)
@@ -222,9 +223,7 @@ class MaskMTPDecoder(Decoder):
         compiled = self.backend == "compiled"  # a static batch: finished rows stay, chunks at bucket sizes
         cache = None if compiled else DynamicCache(config=self.model.config)
         if compiled:
-            if self.static is None:
-                self.static = StaticSession(self.model)
-            self.static.begin(n, ids.shape[1] + max_new_tokens + bucket_rows(2 * self.k - 1))
+            self.static_session(n, ids.shape[1] + max_new_tokens + bucket_rows(2 * self.k - 1))
         mask_id = self.mask_id if self.mask_id is not None else 0
 
         # prefill: prompt + (k-1) masks at the next positions; emits up to k tokens

@@ -207,11 +207,8 @@ class DMTDDecoder(Decoder):
         ids, attention, _ = prepare_batch(prompts, self.tokenizer, device)
         n = len(prompts)
         tracker = StopTracker(n, stop, self.tokenizer, max_new_tokens)
-        if compiled:
-            if self.static is None:
-                self.static = StaticSession(self.model)
-            self.static.begin(n, ids.shape[1] + max_new_tokens)  # a slot per column in every layer
-        state = DMTDState(self.model, self.spec, self.tau, self.static if compiled else None)
+        session = self.static_session(n, ids.shape[1] + max_new_tokens) if compiled else None  # a slot per column
+        state = DMTDState(self.model, self.spec, self.tau, session)
         counts = {k: [0] * n for k in ("cycle_starts", "late_steps", "refill_rows", "layers_touched")}
         forwards: list[list[list[list[int]]]] = [[] for _ in range(n)]
 
