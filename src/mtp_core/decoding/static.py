@@ -16,28 +16,24 @@ A `StaticSession` holds, for one decoder:
   0026, docs/measurements.md). Cropping moves its write pointer back (the tensors keep their addresses, as CUDA
   graphs need) and `reset` empties it between batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
-* every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape;
-  `compile_mode`: CUDA graphs on CUDA; `compiled_on`: freezing with autotuned GEMMs on the CPU), or a decoder's
-  own function through another (`call`). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
-  verifier of chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and
+* every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
+  is `compile_mode`, CUDA graphs on CUDA), or a decoder's own function through another (`call`). Forwards of many
+  rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a verifier of chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and
   `cost.measure_static_costs`, which prices those shapes). A tree batch whose slots outrun its cache `grow`s it.
 
 Compilation happens on the first forward of each shape; its time is kept apart (`compile_s`) so that the bench
 can report it beside decoding. Inductor caches what it compiled (`/tmp/torchinductor_$USER`, or
 `$TORCHINDUCTOR_CACHE_DIR`), so later jobs on the same machine compile faster: SmolLM2-135M's one-row step took
-70 s to compile in a first job on this project's 2-core CPU, 12 s in a second (before the CPU's autotuning, which
-takes about 220 s the first time).
+70 s to compile in a first job on this project's 2-core CPU, 12 s in a second.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import torch
-import torch._inductor.config
 from transformers import StaticCache
 
 MIN_CACHE_SLOTS = 64
@@ -46,28 +42,10 @@ ROW_BUCKETS = (1, 4, 8, 16, 32, 64, 128)
 COMPILE_BACKEND = "inductor"
 
 
-# inductor's settings while the CPU compiles (`compiled_on`), as decision 0030 says why
-CPU_INDUCTOR_CONFIG = {"freezing": True, "max_autotune": True}
-
-
 def compile_mode(device: torch.device) -> str:
     """`torch.compile`'s mode on `device`: CUDA graphs on CUDA (`reduce-overhead`: a decode step is bound by its
     kernel launches there), inductor's default elsewhere."""
     return "reduce-overhead" if device.type == "cuda" else "default"
-
-
-def compiled_on(device: torch.device) -> contextlib.AbstractContextManager:
-    """The context in which inductor compiles (and a compiled function runs) on `device`. On the CPU, freezing (the
-    weights become constants of the graph, prepacked) with max-autotune, which times inductor's C++ micro-GEMM
-    against MKL's linear for every shape and keeps the faster: a one-row step's matrix-vector products ran 1.2-4.2x
-    faster that way, and compiled greedy went from 1.18x to 2.2x HF `generate` on 2 cores (docs/measurements.md,
-    "The fast decode path"), for a longer first compile (autotuning is cached on disk with the rest). Set while
-    compiling, not as `torch.compile`'s options, which did not reach the freezing pass (measured: no autotuning,
-    no speed-up). Freezing needs the weights fixed while a session lives (decoders run under
-    `torch.inference_mode` on a loaded model)."""
-    if device.type == "cpu" and COMPILE_BACKEND == "inductor":
-        return torch._inductor.config.patch(CPU_INDUCTOR_CONFIG)
-    return contextlib.nullcontext()
 
 
 def cache_slots(slots: int) -> int:
@@ -208,11 +186,9 @@ class StaticSession:
             compiled = self._compiled[fn] = torch.compile(fn, backend=COMPILE_BACKEND, mode=mode, dynamic=False)
         key = (fn, self.shape, key)
         if key in self._shapes:
-            with compiled_on(self.device):  # a recompile (a guard that failed) gets the same settings
-                return compiled(*args)
+            return compiled(*args)
         t0 = time.perf_counter()
-        with compiled_on(self.device):
-            out = compiled(*args)
+        out = compiled(*args)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.compile_s += time.perf_counter() - t0

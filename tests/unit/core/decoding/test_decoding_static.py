@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_core.decoding import StopCriteria, build_decoder
-from mtp_core.decoding.static import bucket_rows, cache_slots, compiled_on
+from mtp_core.decoding.static import bucket_rows, cache_slots
 from mtp_core.io import InputError
 from tests.conftest import random_prompts
 
@@ -77,19 +77,6 @@ def test_inductor_compiled_greedy_emits_eager_greedys_tokens(tiny_llama):
     eager, _ = tokens(tiny_llama, prompts, 12, StopCriteria())
     compiled, dec = tokens(tiny_llama, prompts, 12, StopCriteria(), backend="compiled")
     assert compiled == eager and dec.compile_s > 0
-
-
-def test_the_cpu_compiles_frozen_with_autotuned_gemms():
-    """Decision 0030: inductor freezes the weights and autotunes its GEMMs while the CPU compiles, and only then."""
-    import torch
-    import torch._inductor.config as inductor
-
-    before = (inductor.freezing, inductor.max_autotune)
-    with compiled_on(torch.device("cpu")):
-        assert inductor.freezing and inductor.max_autotune
-    assert (inductor.freezing, inductor.max_autotune) == before == (False, False)
-    with compiled_on(torch.device("cuda")):
-        assert (inductor.freezing, inductor.max_autotune) == before
 
 
 def test_decoders_without_a_static_path_refuse_it(tiny_llama):
