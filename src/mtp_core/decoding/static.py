@@ -18,8 +18,9 @@ A `StaticSession` holds, for one decoder:
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
   is `compile_mode`, CUDA graphs on CUDA), or a decoder's own function through another (`call`). Forwards of many
-  rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a verifier of chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and
-  `cost.measure_static_costs`, which prices those shapes). A tree batch whose slots outrun its cache `grow`s it.
+  rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a verifier of chunks of any size compiles at most
+  `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and `cost.measure_static_costs`, which prices those
+  shapes). A tree batch whose slots outrun its cache `grow`s it.
 
 Compilation happens on the first forward of each shape; its time is kept apart (`compile_s`) so that the bench
 can report it beside decoding. Inductor caches what it compiled (`/tmp/torchinductor_$USER`, or

@@ -62,7 +62,7 @@ from transformers.cache_utils import DynamicLayer, StaticLayer
 from ..base import Decoder, GenerationResult, StopCriteria
 from ..batch import prepare_batch
 from ..cache import crop_cache
-from ..static import StaticSession, bucket_rows
+from ..static import bucket_rows
 from ..stopping import StopTracker
 from .accept import _greedy_from_ok, node_ok, typical_accept
 from .buffers import TreeBuffers, ancestor_mask, chunk_attention_mask
@@ -390,11 +390,6 @@ class TreeDecoder(Decoder):
         tokens): a decoder that lists `compiled` among its `BACKENDS` says."""
         raise NotImplementedError(f"{self.name}: no static path")
 
-    def _static_session(self, batch: int, width: int, max_new_tokens: int) -> StaticSession:
-        """`backend: compiled`: the static session, its cache sized for the batch (its tokens and one bucketed
-        chunk; the prefill's extra rows fit in that chunk's room)."""
-        return self.static_session(batch, width + max_new_tokens + bucket_rows(self.max_chunk_rows()))
-
     @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
@@ -411,7 +406,9 @@ class TreeDecoder(Decoder):
         chunk_rows: list[list[int]] = [[] for _ in range(n)]
 
         t0 = time.perf_counter()
-        session = self._static_session(n, ids.shape[1], max_new_tokens) if compiled else None
+        session = None
+        if compiled:  # the cache holds the tokens and one bucketed chunk (the prefill's extra rows fit in its room)
+            session = self.static_session(n, ids.shape[1] + max_new_tokens + bucket_rows(self.max_chunk_rows()))
         cache = session.cache if session is not None else DynamicCache(config=self.model.config)
         to_slots = session.prompt_mask if session is not None else None
         last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache, to_slots)
