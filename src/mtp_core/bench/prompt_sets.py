@@ -1,7 +1,9 @@
 """Decode a prompt set with several decoders (bench protocol) and write one result file per decoder.
 
 Every result records tokens per forward, forward passes, tokens/s (per-batch medians over repeats), the speedup
-vs the job's greedy and `identical_fraction` (prompts equal to greedy's tokens). Optionally (the leaderboard):
+vs the job's greedy, `identical_fraction` (prompts equal to greedy's tokens) and, for a lossless decoder, whether
+it emitted the tokens of greedy on its own backend (`identical_to_greedy`, `lossless_reference`:
+`protocol`). Optionally (the leaderboard):
 the modeled speedup (each decoder's forwards priced by a cost table measured on the job's first prompt,
 `decoding.cost`: forwards of 1, 2, 3, 4, 8, ..., 64 rows as run, unpadded, and the output head alone on as many
 rows, so that a decoder which skips layers, paper 4's, is priced by the layers it runs), and, for prompt sets
@@ -102,7 +104,8 @@ def decode_prompt_set(
     for (name, _), out in zip(decoders.items(), outputs):
         row = summary["decoders"][name]
         stats = decode_stats(gens[name])
-        for key in ("tokens_per_s", "identical_to_greedy", "identical_fraction", "speedup_vs_greedy"):
+        keys = ("tokens_per_s", "identical_to_greedy", "lossless_reference", "identical_fraction", "speedup_vs_greedy")
+        for key in keys:
             stats[key] = row[key]
         if cost is not None:
             stats["modeled_speedup_vs_greedy"] = modeled_speedup(gens[name], gens["greedy"], cost)

@@ -16,11 +16,11 @@ A `StaticSession` holds, for one decoder:
   0026, docs/measurements.md). Cropping moves its write pointer back (the tensors keep their addresses, as CUDA
   graphs need) and `reset` empties it between batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
-* every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape; the mode
-  is `compile_mode`, CUDA graphs on CUDA), or a decoder's own function through another (`call`). Forwards of many
-  rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a verifier of chunks of any size compiles at most
-  `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and `cost.measure_static_costs`, which prices those
-  shapes). A tree batch whose slots outrun its cache `grow`s it.
+* every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape;
+  `compile_mode`: CUDA graphs on CUDA; `compiled_on`: frozen weights and C++ GEMMs on the CPU), or a decoder's own
+  function through another (`call`). Forwards of many rows run at `ROW_BUCKETS` sizes (`bucket_rows`), so a
+  verifier of chunks of any size compiles at most `len(ROW_BUCKETS)` graphs per batch shape (the tree core's, and
+  `cost.measure_static_costs`, which prices those shapes). A tree batch whose slots outrun its cache `grow`s it.
 
 Compilation happens on the first forward of each shape; its time is kept apart (`compile_s`) so that the bench
 can report it beside decoding. Inductor caches what it compiled (`/tmp/torchinductor_$USER`, or
@@ -30,17 +30,41 @@ can report it beside decoding. Inductor caches what it compiled (`/tmp/torchindu
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import torch
+import torch._inductor.config
 from transformers import StaticCache
 
 MIN_CACHE_SLOTS = 64
 ROW_BUCKETS = (1, 4, 8, 16, 32, 64, 128)
 # `torch.compile`'s backend; tests of the cache logic set `aot_eager`, which traces the same graph but builds no kernels
 COMPILE_BACKEND = "inductor"
+
+
+# inductor's settings while the CPU compiles (`compiled_on`; decision 0030)
+CPU_INDUCTOR_CONFIG = {"freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP"}
+
+
+def freezes(device: torch.device) -> bool:
+    """Whether inductor freezes the weights of what it compiles on `device` (`compiled_on`)."""
+    return device.type == "cpu" and COMPILE_BACKEND == "inductor"
+
+
+def compiled_on(device: torch.device) -> contextlib.AbstractContextManager:
+    """The context in which inductor compiles (and a compiled function runs) on `device`. On the CPU: the weights
+    frozen into the graph as constants, and every matrix product on inductor's C++ micro-GEMM template, the one GEMM
+    backend named, so no timing picks a kernel and a shape always gets the same one. A one-row step's
+    matrix-vector products ran 1.2-4.2x faster than MKL's linear that way, and compiled greedy went from 1.18x to
+    2.3x HF `generate` on 2 cores (docs/measurements.md, "The fast decode path"), for a longer first compile. Set
+    while compiling, not as `torch.compile`'s options, which did not reach the freezing pass (measured). Freezing
+    needs the weights fixed while a session lives: decoders run under `torch.inference_mode` on a loaded model."""
+    if freezes(device):
+        return torch._inductor.config.patch(CPU_INDUCTOR_CONFIG)
+    return contextlib.nullcontext()
 
 
 def compile_mode(device: torch.device) -> str:
@@ -81,6 +105,9 @@ class StaticSession:
         # a graph per (rows, mask, batch, cache length): more than dynamo's default limit of 8 before it falls back
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         self._compiled: dict[Callable[..., Any], Callable[..., Any]] = {}
+        # frozen graphs (`_pin`): every cache this session made, by shape, so that a shape met again reuses its graph
+        self._frozen = freezes(self.device)
+        self._caches: dict[tuple[int, int], StaticCache] = {}
 
     @property
     def length(self) -> int:
@@ -94,8 +121,32 @@ class StaticSession:
         if shape == self.shape and self.cache is not None:
             self.cache.reset()
             return
-        self.cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
-        self.shape = shape
+        self.cache, self.shape = self._empty_cache(shape), shape
+
+    def _empty_cache(self, shape: tuple[int, int]) -> StaticCache:
+        """An empty cache of `shape` (batch, length): a new one, or where graphs are frozen the one this session made
+        for that shape before, emptied."""
+        cache = self._caches.get(shape)
+        if cache is not None:
+            cache.reset()
+            return cache
+        cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
+        if self._frozen:
+            self._caches[shape] = cache
+        return cache
+
+    def _pin(self) -> None:
+        """Where inductor freezes (the CPU, `compiled_on`), guard the compiled graphs on the addresses of this cache's
+        tensors, so that another cache (another session's, or this session's of another shape) gets graphs of its
+        own. Dynamo otherwise reuses a graph compiled over one cache for another of the same shape (transformers
+        marks the tensors static without a guard), which is sound for graphs that take the cache as inputs, but a
+        frozen graph run on a second cache emitted wrong tokens (measured: a second compiled greedy on the same
+        model diverged from the first at its third token)."""
+        assert self.cache is not None
+        for layer in self.cache.layers:
+            if layer.is_initialized and getattr(layer.keys, "_dynamo_static_input_type", None) != "guarded":
+                for t in (layer.keys, layer.values, layer.cumulative_length):
+                    torch._dynamo.mark_static_address(t, guard=True)
 
     def prompt_mask(self, mask: torch.Tensor) -> torch.Tensor | None:
         """The [B, cache length] 0/1 mask of a batch whose prompts fill the first slots as `mask` [B, width] says
@@ -112,10 +163,11 @@ class StaticSession:
         its tokens). A new length is a new graph of each shape."""
         assert self.cache is not None and self.shape is not None
         shape = (self.shape[0], cache_slots(slots))
-        cache = StaticCache(config=self.model.config, max_cache_len=shape[1])
+        cache = self._empty_cache(shape)
         for old, new in zip(self.cache.layers, cache.layers):
             if old.is_initialized:
-                new.lazy_initialization(old.keys, old.values)
+                if not new.is_initialized:
+                    new.lazy_initialization(old.keys, old.values)
                 new.keys[:, :, : old.keys.shape[2]] = old.keys
                 new.values[:, :, : old.values.shape[2]] = old.values
                 new.cumulative_length.copy_(old.cumulative_length)
@@ -185,11 +237,15 @@ class StaticSession:
         if compiled is None:
             mode = compile_mode(self.device) if COMPILE_BACKEND == "inductor" else None
             compiled = self._compiled[fn] = torch.compile(fn, backend=COMPILE_BACKEND, mode=mode, dynamic=False)
+        if self._frozen:
+            self._pin()
         key = (fn, self.shape, key)
         if key in self._shapes:
-            return compiled(*args)
+            with compiled_on(self.device):  # a recompile (a guard that failed) gets the same settings
+                return compiled(*args)
         t0 = time.perf_counter()
-        out = compiled(*args)
+        with compiled_on(self.device):
+            out = compiled(*args)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.compile_s += time.perf_counter() - t0

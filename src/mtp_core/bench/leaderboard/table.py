@@ -7,8 +7,10 @@ machine); speedup vs greedy on the compiled backend (`plan.COMPILED_REFERENCE`, 
 over that row's); the speedup modeled on each GPU of `bench.device_costs` (the row's recorded forwards and
 greedy's, read from their samples, priced by that GPU's table at a paper model's shape); tokens per forward (bonus
 token included) and forward passes; lossless (the decoder's claim) and identical (the fraction of prompts whose
-tokens equal greedy's: lossless rows must show 1, for lossy rows it is their exact agreement with greedy); task
-accuracy where the prompts carry reference answers (the math test split), with its standard error.
+tokens equal greedy's: lossless rows on the eager backend must show 1, for lossy rows it is their exact agreement
+with greedy, for compiled greedy the agreement of compiled kernels with eager ones, since rows on the compiled
+backend are held to compiled greedy's tokens: `bench.protocol`); task accuracy where the prompts carry reference
+answers (the math test split), with its standard error.
 
 Figure (`results/figures/leaderboard.{png,pdf}`): per prompt set, quality against measured speedup; quality is
 the agreement with greedy (lossless rows on the top line), and on sets with answers also the task accuracy

@@ -72,6 +72,36 @@ def test_run_bench_reports_every_decoder(tiny_llama):
     assert "| test-broken |" in table and "NO" in table and "lossy" in table
 
 
+def test_compiled_lossless_decoders_are_checked_against_compiled_greedy(tiny_llama, traced, monkeypatch):
+    """Compiled kernels may round a near-tie of two logits the other way: here compiled greedy's last token differs
+    from eager greedy's on the first prompt of every batch. The bench reports that agreement (`identical_fraction`,
+    against eager greedy) and checks every lossless decoder on the compiled backend against compiled greedy."""
+    static = GreedyDecoder._generate_static
+
+    def near_tie(self, prompts, max_new_tokens, stop):
+        out = static(self, prompts, max_new_tokens, stop)
+        out[0].tokens[-1] = (out[0].tokens[-1] + 1) % 200 + 3
+        return out
+
+    monkeypatch.setattr(GreedyDecoder, "_generate_static", near_tie)
+    prompts = encode_prompts(tiny_llama, ROWS)  # batches (a, c) and (b): prompts a and b differ
+    compiled = {"backend": "compiled"}
+    decoders = {
+        "greedy": {},
+        "gc": {"decoder": "greedy", **compiled},
+        "gc2": {"decoder": "greedy", **compiled},
+        "broken-c": {"decoder": "test-broken", **compiled},
+        "lossy-c": {"decoder": "test-lossy-echo", **compiled},
+    }
+    d = run_bench(tiny_llama, decoders, prompts, 6, batch_size=2, warmup=0, repeats=1)[0]["decoders"]
+    assert d["greedy"]["identical_to_greedy"] is True and d["greedy"]["lossless_reference"] == "greedy"
+    for name in ("gc", "gc2"):
+        assert d[name]["identical_to_greedy"] is True and d[name]["lossless_reference"] == "gc"
+        assert d[name]["identical_fraction"] == pytest.approx(1 / 3)
+    assert d["broken-c"]["identical_to_greedy"] is False and d["broken-c"]["identical_fraction"] == pytest.approx(1 / 3)
+    assert d["lossy-c"]["identical_to_greedy"] is None and d["lossy-c"]["lossless_reference"] == "gc"
+
+
 def test_labels_let_one_method_run_with_several_settings(tiny_llama):
     prompts = encode_prompts(tiny_llama, ROWS[:1])
     decoders = {"greedy": {}, "greedy-unpruned": {"decoder": "greedy", "prune_finished": False}}

@@ -1,6 +1,7 @@
 """The fast decode path (`decoding.static`): greedy on a static cache with compiled steps emits eager greedy's tokens
 token for token (batch 1 and left-padded batches, EOS and stop strings, budget edges, a long cache and the
-ladder of cache lengths), the session reuses its cache and graphs across batches, and decoders without a static path refuse it.
+ladder of cache lengths), the session reuses its cache and graphs across batches, and decoders without a static
+path refuse it.
 
 The matrix traces the forward with `aot_eager` (the same graph, no kernels built: seconds, not minutes); one test
 builds inductor's kernels, as a job does."""
@@ -72,11 +73,22 @@ def test_compiled_sampling_draws_what_eager_sampling_draws(tiny_llama, traced):
 
 
 def test_inductor_compiled_greedy_emits_eager_greedys_tokens(tiny_llama):
-    """The kernels a job builds (inductor, fp32 on the CPU): the same tokens as eager greedy."""
-    prompts = random_prompts(tiny_llama.tokenizer, 2, seed=12)
-    eager, _ = tokens(tiny_llama, prompts, 12, StopCriteria())
-    compiled, dec = tokens(tiny_llama, prompts, 12, StopCriteria(), backend="compiled")
-    assert compiled == eager and dec.compile_s > 0
+    """The kernels a job builds (inductor, fp32 on the CPU: frozen weights, C++ GEMMs): the same tokens as eager
+    greedy on these prompts, batch after batch of alternating cache lengths, and from a second decoder on the same
+    model (each cache gets graphs of its own: `StaticSession._pin`)."""
+    short, other = random_prompts(tiny_llama.tokenizer, 2, seed=12)
+    long = (other * 20)[:70]  # 82 slots with 12 new tokens: a 96-slot cache; the short prompt's takes 64
+    batches = [[short], [long], [short]]
+    eager = [tokens(tiny_llama, b, 12, StopCriteria())[0] for b in batches]
+    dec = build_decoder("greedy", tiny_llama.model, tiny_llama.tokenizer, backend="compiled")
+    first, caches = [], []
+    for b in batches:
+        first.append([g.tokens for g in dec.generate(b, 12, StopCriteria())])
+        caches.append(dec.static.cache)
+    second, again = tokens(tiny_llama, [short], 12, StopCriteria(), backend="compiled")
+    assert first == eager and second == eager[0]
+    assert caches[2] is caches[0] is not caches[1]  # a shape met again: its cache, so its graphs (no recompile)
+    assert dec.compile_s > 0 and again.compile_s > 0
 
 
 def test_decoders_without_a_static_path_refuse_it(tiny_llama):
