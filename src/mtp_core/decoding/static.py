@@ -25,7 +25,9 @@ A `StaticSession` holds, for one decoder:
 Compilation happens on the first forward of each shape; its time is kept apart (`compile_s`) so that the bench
 can report it beside decoding. Inductor caches what it compiled (`/tmp/torchinductor_$USER`, or
 `$TORCHINDUCTOR_CACHE_DIR`), so later jobs on the same machine compile faster: SmolLM2-135M's one-row step took
-70 s to compile in a first job on this project's 2-core CPU, 12 s in a second.
+70 s to compile in a first job on this project's 2-core CPU and 12 s in a second with inductor's default settings,
+188-230 s and 97 s frozen, as the CPU now compiles (`compiled_on`), since a frozen graph misses inductor's graph
+cache.
 """
 
 from __future__ import annotations
@@ -59,9 +61,10 @@ def compiled_on(device: torch.device) -> contextlib.AbstractContextManager:
     frozen into the graph as constants, and every matrix product on inductor's C++ micro-GEMM template, the one GEMM
     backend named, so no timing picks a kernel and a shape always gets the same one. A one-row step's
     matrix-vector products ran 1.2-4.2x faster than MKL's linear that way, and compiled greedy went from 1.18x to
-    2.3x HF `generate` on 2 cores (docs/measurements.md, "The fast decode path"), for a longer first compile. Set
-    while compiling, not as `torch.compile`'s options, which did not reach the freezing pass (measured). Freezing
-    needs the weights fixed while a session lives: decoders run under `torch.inference_mode` on a loaded model."""
+    2.23x HF `generate` at batch 1 on 2 cores (docs/measurements.md, "The fast decode path"), for a longer first
+    compile. Set while compiling, not as `torch.compile`'s options, which did not reach the freezing pass
+    (measured). Freezing needs the weights fixed while a session lives: decoders run under `torch.inference_mode`
+    on a loaded model."""
     if freezes(device):
         return torch._inductor.config.patch(CPU_INDUCTOR_CONFIG)
     return contextlib.nullcontext()
