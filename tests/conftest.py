@@ -43,6 +43,8 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(_group(item)))
         if {"tiny_run", "rehearsal"} & set(item.fixturenames):
             item.add_marker(pytest.mark.e2e)
+        if "traced" in item.fixturenames:
+            item.add_marker(pytest.mark.compiled)
     items.sort(key=lambda item: rank.get(_group(item), 1))
 
 
@@ -73,10 +75,10 @@ def one_thread():
 @pytest.fixture
 def traced(monkeypatch):
     """`backend: compiled` traced with `aot_eager`: the graph a job compiles, without building kernels (seconds, not
-    minutes)."""
+    minutes). `MTP_TRACE_BACKEND=inductor` builds inductor's kernels instead, as a job does (docs/development.md)."""
     from mtp_core.decoding import static
 
-    monkeypatch.setattr(static, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(static, "COMPILE_BACKEND", os.environ.get("MTP_TRACE_BACKEND", "aot_eager"))
 
 
 @pytest.fixture(scope="module")
