@@ -2,12 +2,11 @@
 
 Every result records tokens per forward, forward passes, tokens/s (per-batch medians over repeats), the speedup
 vs the job's greedy, `identical_fraction` (prompts equal to greedy's tokens) and, for a lossless decoder, whether
-it emitted the tokens of greedy on its own backend (`identical_to_greedy`, `lossless_reference`:
-`protocol`). Optionally (the leaderboard):
-the modeled speedup (each decoder's forwards priced by a cost table measured on the job's first prompt,
-`decoding.cost`: forwards of 1, 2, 3, 4, 8, ..., 64 rows as run, unpadded, and the output head alone on as many
-rows, so that a decoder which skips layers, paper 4's, is priced by the layers it runs), and, for prompt sets
-whose rows all carry a reference `answer` (the math set), task accuracy with its standard error
+it emitted the tokens of greedy on its own backend (`identical_to_greedy`, `lossless_reference`: `protocol`).
+Optionally (the leaderboard): the modeled speedup (each decoder's forwards priced by a cost table measured on the
+job's first prompt, `decoding.cost`: forwards of 1, 2, 3, 4, 8, ..., 64 rows as run, unpadded, and the output head
+alone on as many rows, so that a decoder which skips layers, paper 4's, is priced by the layers it runs), and, for
+prompt sets whose rows all carry a reference `answer` (the math set), task accuracy with its standard error
 (`evaluate.answers`: the `synthetic_math_cot` task's extraction and exact match).
 """
 

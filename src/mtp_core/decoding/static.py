@@ -140,7 +140,7 @@ class StaticSession:
 
     def _pin(self) -> None:
         """Where inductor freezes (the CPU, `compiled_on`), guard the compiled graphs on the addresses of this cache's
-        tensors, so that another cache (another session's, or this session's of another shape) gets graphs of its
+        tensors, so that another cache of the same shape (another session's, or one `grow` made) gets graphs of its
         own. Dynamo otherwise reuses a graph compiled over one cache for another of the same shape (transformers
         marks the tensors static without a guard), which is sound for graphs that take the cache as inputs, but a
         frozen graph run on a second cache emitted wrong tokens (measured: a second compiled greedy on the same
