@@ -140,11 +140,11 @@ class StaticSession:
 
     def _pin(self) -> None:
         """Where inductor freezes (the CPU, `compiled_on`), guard the compiled graphs on the addresses of this cache's
-        tensors, so that another cache of the same shape (another session's, or one `grow` made) gets graphs of its
-        own. Dynamo otherwise reuses a graph compiled over one cache for another of the same shape (transformers
-        marks the tensors static without a guard), which is sound for graphs that take the cache as inputs, but a
-        frozen graph run on a second cache emitted wrong tokens (measured: a second compiled greedy on the same
-        model diverged from the first at its third token)."""
+        tensors, so that another cache of the same shape (another session's: this one keeps one per shape) gets
+        graphs of its own. Dynamo otherwise reuses a graph compiled over one cache for another of the same shape
+        (transformers marks the tensors static without a guard), which is sound for graphs that take the cache as
+        inputs, but a frozen graph run on a second cache emitted wrong tokens (measured: a second compiled greedy on
+        the same model diverged from the first at its third token)."""
         assert self.cache is not None
         for layer in self.cache.layers:
             if layer.is_initialized and getattr(layer.keys, "_dynamo_static_input_type", None) != "guarded":
