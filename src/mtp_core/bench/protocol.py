@@ -195,7 +195,7 @@ def run_bench(
         stats = decode_stats(done)
         same = [g.tokens == ref_g.tokens for g, ref_g in zip(done, reference)]  # type: ignore[union-attr]
         # the lossless check: greedy on the decoder's own backend, where the bench has it (module docstring)
-        own = compiled_reference if built[name].backend == "compiled" and compiled_reference else None
+        own = compiled_reference if built[name].backend == "compiled" else None
         exact = [g.tokens == r.tokens for g, r in zip(done, gens[own])] if own else same  # type: ignore[union-attr]
         per_cat = {}
         for cat in dict.fromkeys(prompts[idx[0]].category for idx in batches):
