@@ -58,6 +58,8 @@ def test_leaderboard_table_and_figure(tiny_run):
         stats = json.loads(record.read_text())["decode_stats"]
         own = "greedy-compiled" if record.stem == "greedy-compiled" else "greedy"
         assert stats["lossless_reference"] == own and stats["identical_to_greedy"] is not False, record
+        # compiling is reported apart: never in a record's decoding wall
+        assert (stats["compile_s"] > stats["wall_s"]) if own == "greedy-compiled" else stats["compile_s"] == 0, record
     gpu = [c for c in table.columns if c.startswith("× greedy (modeled, H200")]
     assert len(gpu) == 2 and (greedy[gpu] == 1.0).all().all() and (table[gpu] > 0).all().all()
     assert table.loc[table["prompt set"] == "math", "accuracy (%)"].notna().all()

@@ -2,7 +2,8 @@
 
 Every result records tokens per forward, forward passes, tokens/s (per-batch medians over repeats), the speedup
 vs the job's greedy, `identical_fraction` (prompts equal to greedy's tokens) and, for a lossless decoder, whether
-it emitted the tokens of greedy on its own backend (`identical_to_greedy`, `lossless_reference`: `protocol`).
+it emitted the tokens of greedy on its own backend (`identical_to_greedy`, `lossless_reference`: `protocol`), and
+the seconds it spent compiling (`compile_s`, kept out of every time).
 Optionally (the leaderboard): the modeled speedup (each decoder's forwards priced by a cost table measured on the
 job's first prompt, `decoding.cost`: forwards of 1, 2, 3, 4, 8, ..., 64 rows as run, unpadded, and the output head
 alone on as many rows, so that a decoder which skips layers, paper 4's, is priced by the layers it runs), and, for
@@ -103,7 +104,14 @@ def decode_prompt_set(
     for (name, _), out in zip(decoders.items(), outputs):
         row = summary["decoders"][name]
         stats = decode_stats(gens[name])
-        keys = ("tokens_per_s", "identical_to_greedy", "lossless_reference", "identical_fraction", "speedup_vs_greedy")
+        keys = (
+            "tokens_per_s",
+            "identical_to_greedy",
+            "lossless_reference",
+            "identical_fraction",
+            "speedup_vs_greedy",
+            "compile_s",
+        )
         for key in keys:
             stats[key] = row[key]
         if cost is not None:

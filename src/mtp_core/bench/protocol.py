@@ -20,7 +20,9 @@ and may flip a near-tie of two logits; for compiled greedy itself `identical_fra
 agreement of the two backends (issue 34: lossless under `compiled` means compiled greedy's tokens).
 
 A decoder on the compiled backend compiles in the warm-up (and on the first batch of any new shape); the seconds
-it spent compiling are reported apart (`compile_s`) and taken out of every timing.
+it spent compiling are reported apart (`compile_s`) and taken out of every timing, the generations' own times
+included. Before the warm-up every decoder reserves cache slots for the longest prompt (`Decoder.reserve`), so
+that each compiles once per shape of rows, not once per cache length.
 
 Multi-turn rows (Spec-Bench's MT-Bench part) follow Spec-Bench's protocol: each decoder answers turn 1, its own
 answer joins the chat history, then it answers turn 2, and so on; a prompt's tokens, accepted lengths, forward
@@ -161,6 +163,9 @@ def run_bench(
     batches = make_batches(prompts, batch_size)
     names = list(built)
 
+    longest = max(len(p.ids) for p in prompts) + max_new_tokens
+    for decoder in built.values():
+        decoder.reserve(longest)  # one cache length for every first turn: one compile per shape of rows
     warm_batch, warm_tokens = [prompts[i] for i in batches[0]], min(max_new_tokens, warmup_tokens)
     for _ in range(warmup):
         for name in names:
@@ -174,8 +179,11 @@ def run_bench(
             for name in names[shift:] + names[:shift]:
                 t0, compiled = time.perf_counter(), built[name].compile_s
                 out = generate_turns(built[name], on[name], [prompts[i] for i in idx], max_new_tokens, stop)
-                # a batch of a shape the warm-up did not compile (another size, a longer prompt) compiles here
-                seconds[name][b][r] = time.perf_counter() - t0 - (built[name].compile_s - compiled)
+                # a batch of a shape the warm-up did not compile (fewer rows, a later turn) compiles here
+                compile_s = built[name].compile_s - compiled
+                seconds[name][b][r] = time.perf_counter() - t0 - compile_s
+                for g in out:  # the batch's times, which its rows share, without the compile (`decode_stats`)
+                    g.decode_s -= compile_s
                 for i, g in zip(idx, out):
                     gens[name][i] = g
 

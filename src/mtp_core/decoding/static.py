@@ -11,9 +11,10 @@ A `StaticSession` holds, for one decoder:
 
 * a `transformers.StaticCache` for the batch in hand, its length rounded up to the next of `cache_slots`' ladder
   (64, 96, 128, 192, 256, 384, ...: at most 1.5x what the batch needs, about two graphs per doubling of the
-  length) so that batches of similar prompts share one cache and one compiled graph. Every step attends over the
-  whole cache, so the cache is sized tightly rather than windowed (the measurements behind the choice: decision
-  0026, docs/measurements.md). Cropping moves its write pointer back (the tensors keep their addresses, as CUDA
+  length) so that batches of similar prompts share one cache and one compiled graph, or for the slots its decoder
+  reserved if more (`Decoder.reserve`: the bench reserves a job's longest prompt, so that a job compiles once per
+  shape of rows, decision 0031). Every step attends over the whole cache, so the cache is sized tightly rather
+  than windowed (the measurements behind the choice: decision 0026, docs/measurements.md). Cropping moves its write pointer back (the tensors keep their addresses, as CUDA
   graphs need) and `reset` empties it between batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape;

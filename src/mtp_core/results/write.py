@@ -11,7 +11,8 @@ beside it holding the per-sample records. Schema (`RESULT_VERSION` 1):
     n             number of samples
     metrics       {"<metric>,<filter>": {"value", "stderr"}}  (eval only; stderr may be null)
     decode_stats  {"tokens_per_forward": {mean, std}, "effective_k": {mean, std},
-                   "new_tokens": {mean, std, total}, "forward_passes": total, "tokens_per_s", "wall_s"}
+                   "new_tokens": {mean, std, total}, "forward_passes": total, "tokens_per_s", "wall_s",
+                   and from the bench protocol "compile_s" (seconds spent compiling, never in "wall_s")}
     per_category  {category: decode_stats}  (decode only, when prompts carry categories)
     settings      max_new_tokens, batch_size, chat template, limit, ... as run
     scale, config_hash, versions, created

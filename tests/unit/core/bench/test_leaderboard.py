@@ -222,6 +222,7 @@ def test_decoding_job_writes_a_result_per_row(tmp_path, tiny_loaded_qwen, studen
     assert s["paper"] == "p1" and not s["lossless"] and s["modeled_speedup_vs_greedy"] > 0
     assert "accuracy" in g["metrics"] and 0 <= g["metrics"]["accuracy"]["value"] <= 1
     assert frame["settings"].iloc[0]["step_cost"]["1"] > 0
+    assert list(frame["compile_s"]) == [0.0, 0.0, 0.0]  # eager rows: nothing compiled
     rows_meta = [
         {"label": "greedy", "title": "Greedy"},
         {"label": "pld", "title": "PLD"},
