@@ -52,6 +52,8 @@ def test_leaderboard_table_and_figure(tiny_run):
     assert (greedy["× greedy"] == 1.0).all() and (greedy["× greedy (modeled)"] == 1.0).all()
     compiled = table[table["label"] == "greedy-compiled"]
     assert (compiled["× compiled greedy"] == 1.0).all() and compiled["identical to greedy"].between(0, 1).all()
+    eager_rows = table[table["label"] != "greedy-compiled"]
+    assert (compiled["compile s"] > 0).all() and (eager_rows["compile s"] == 0).all()  # compiling, reported apart
     records = sorted(res.glob("decode/leaderboard/*/prompts-*/*.json"))
     assert len(records) == 2 * len(ROWS)
     for record in records:

@@ -4,7 +4,8 @@ Table (`results/tables/leaderboard.{csv,md}`): one line per (prompt set, row), r
 the baselines, then each paper's). Columns: tok/s; speedup vs the job's greedy, measured (bench protocol) and
 modeled (each forward priced by the cost table of its chunk rows, `decoding.pricing`, calibrated in the job on its
 machine); speedup vs greedy on the compiled backend (`plan.COMPILED_REFERENCE`, a strong baseline: the row's tok/s
-over that row's); the speedup modeled on each GPU of `bench.device_costs` (the row's recorded forwards and
+over that row's) and the seconds the row's decoder spent compiling in its job (`compile_s`, 0 on the eager
+backend; never in its tok/s); the speedup modeled on each GPU of `bench.device_costs` (the row's recorded forwards and
 greedy's, read from their samples, priced by that GPU's table at a paper model's shape); tokens per forward (bonus
 token included) and forward passes; lossless (the decoder's claim) and identical (the fraction of prompts whose
 tokens equal greedy's: lossless rows on the eager backend must show 1, for lossy rows it is their exact agreement
@@ -46,6 +47,7 @@ COLUMNS = [
     "speedup",
     "speedup_modeled",
     "speedup_compiled",
+    "compile_s",
     "tokens_per_forward",
     "tokens_per_forward_std",
     "forward_passes",
@@ -59,6 +61,7 @@ SHOWN = {
     "speedup": "× greedy",
     "speedup_modeled": "× greedy (modeled)",
     "speedup_compiled": "× compiled greedy",
+    "compile_s": "compile s",
     "tokens_per_forward": "tokens/forward",
     "forward_passes": "forwards",
     "identical": "identical to greedy",
@@ -109,6 +112,7 @@ def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
                 "tokens_per_s": r["tokens_per_s"],
                 "speedup": r["speedup_vs_greedy"],
                 "speedup_modeled": r["modeled_speedup_vs_greedy"],
+                "compile_s": r["compile_s"],
                 "tokens_per_forward": r["tokens_per_forward"],
                 "tokens_per_forward_std": r["tokens_per_forward_std"],
                 "forward_passes": r["forward_passes"],
@@ -147,6 +151,7 @@ def leaderboard_table(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
             "speedup": 2,
             "speedup_modeled": 2,
             "speedup_compiled": 2,
+            "compile_s": 1,
             **{device_column(t): 2 for t in tables},
             "tokens_per_forward": 2,
             "identical": 2,

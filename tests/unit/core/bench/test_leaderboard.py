@@ -286,6 +286,7 @@ def lb_result(tmp, prompt_set: str, row: dict, i: int, accuracy: bool) -> tuple[
         "identical": 1.0 - 0.05 * i,
         "acc": 0.3 + 0.02 * i,
         "acc_se": 0.001 * i,
+        "compile": 0.5 * i,
     }
     path = tmp / f"prompts-{prompt_set}" / f"{row['label']}.json"
     samples = [
@@ -311,6 +312,7 @@ def lb_result(tmp, prompt_set: str, row: dict, i: int, accuracy: bool) -> tuple[
                 "speedup_vs_greedy": s["speedup"],
                 "modeled_speedup_vs_greedy": s["modeled"],
                 "identical_fraction": s["identical"],
+                "compile_s": s["compile"],
             },
             settings={},
             scale="tiny",
@@ -344,8 +346,9 @@ def test_leaderboard_frame_every_cell_by_hand(board):
         s = spec[(row["prompt_set"], row["label"])]
         assert row["row"] == titles[row["label"]] and row["lossless"] == ("no" if row["paper"] == "p1" else "yes")
         got = [row[c] for c in ("n", "tokens_per_s", "speedup", "speedup_modeled", "tokens_per_forward")]
-        got += [row[c] for c in ("tokens_per_forward_std", "forward_passes", "identical")]
+        got += [row[c] for c in ("tokens_per_forward_std", "forward_passes", "identical", "compile_s")]
         want = [s["n"], s["tps"], s["speedup"], s["modeled"], s["tpf"], s["tpf_std"], s["forwards"], s["identical"]]
+        want += [s["compile"]]
         assert got == pytest.approx(want), row
         compiled = spec[(row["prompt_set"], "greedy-compiled")]
         assert row["speedup_compiled"] == pytest.approx(s["tps"] / compiled["tps"])
@@ -360,7 +363,7 @@ def test_leaderboard_frame_every_cell_by_hand(board):
     assert row["× greedy (modeled)"] == f"{s['modeled']:.2f}" and row["forwards"] == str(s["forwards"])
     assert row["tokens/forward"] == f"{s['tpf']:.2f} ± {s['tpf_std']:.2f}"
     assert row["accuracy (%)"] == f"{100 * s['acc']:.1f} ± {100 * s['acc_se']:.1f}"
-    assert row["identical to greedy"] == f"{s['identical']:.2f}"
+    assert row["identical to greedy"] == f"{s['identical']:.2f}" and row["compile s"] == f"{s['compile']:.1f}"
 
 
 def priced_by_hand(label: str, table: dict, head: dict) -> tuple[int, float]:
