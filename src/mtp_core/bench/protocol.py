@@ -126,6 +126,16 @@ def generate_turns(
     ]
 
 
+def drop_compile(batch: Sequence[GenerationResult], seconds: float) -> None:
+    """Take `seconds` spent compiling out of a batch's generation times, which its rows share (`decode_stats` sums
+    them per batch): out of the decoding time first, the rest out of the prefill's (paper 4's DMTD compiles its
+    prefill's layer segments)."""
+    for g in batch:
+        from_decode = min(seconds, g.decode_s)
+        g.decode_s -= from_decode
+        g.prefill_s -= seconds - from_decode
+
+
 def compiled_greedy(built: Mapping[str, Decoder], on: Mapping[str, LoadedModel], loaded: LoadedModel) -> str | None:
     """The bench's greedy on the compiled backend on `loaded` (its name), if it has one: the reference of the
     lossless check of every decoder on the compiled backend (issue 34: compiled greedy is the same algorithm on
@@ -182,8 +192,7 @@ def run_bench(
                 # a batch of a shape the warm-up did not compile (fewer rows, a later turn) compiles here
                 compile_s = built[name].compile_s - compiled
                 seconds[name][b][r] = time.perf_counter() - t0 - compile_s
-                for g in out:  # the batch's times, which its rows share, without the compile (`decode_stats`)
-                    g.decode_s -= compile_s
+                drop_compile(out, compile_s)
                 for i, g in zip(idx, out):
                     gens[name][i] = g
 

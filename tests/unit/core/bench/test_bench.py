@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from mtp_core.bench.protocol import BenchPrompt, encode_prompts, make_batches, markdown_table, median_seconds, run_bench
-from mtp_core.decoding import register_decoder
+from mtp_core.bench.protocol import (
+    BenchPrompt,
+    drop_compile,
+    encode_prompts,
+    make_batches,
+    markdown_table,
+    median_seconds,
+    run_bench,
+)
+from mtp_core.decoding import GenerationResult, register_decoder
 from mtp_core.decoding.greedy import GreedyDecoder
 
 
@@ -124,6 +132,14 @@ def test_compiled_rows_compile_once_per_shape_of_rows_and_their_times_leave_the_
     assert row["compile_s"] > 0 and summary["decoders"]["greedy"]["compile_s"] == 0
     assert sum(map(sum, row["batch_seconds"])) < row["compile_s"]
     assert decode_stats(gens["gc"])["wall_s"] < row["compile_s"]
+
+
+def test_a_compile_leaves_the_decoding_time_first_then_the_prefills():
+    rows = [GenerationResult([5], [1], 3, prefill_s=5.0, decode_s=1.0, stop_reason="length") for _ in range(2)]
+    drop_compile(rows, 3.0)  # more than decoding took: the prefill compiled too
+    assert [(g.prefill_s, g.decode_s) for g in rows] == [(3.0, 0.0)] * 2
+    drop_compile(rows, 0.0)
+    assert [(g.prefill_s, g.decode_s) for g in rows] == [(3.0, 0.0)] * 2
 
 
 def test_labels_let_one_method_run_with_several_settings(tiny_llama):
