@@ -114,8 +114,8 @@ class Decoder(ABC):
         """Size every static cache of this decoder for at least `slots` slots from now on (`backend: compiled`;
         nothing on the eager backend). A job that knows its longest batch reserves for it before its first, so
         that every batch runs at one cache length: one compiled graph per row count rather than one per length
-        of the cache ladder (`decoding.static.cache_slots`). Each compile costs 15 s on a 2-layer tiny model and
-        about 100 s on SmolLM2-135M on the CPU, where frozen graphs miss inductor's cache (decision 0031)."""
+        of the cache ladder (`decoding.static.cache_slots`), each a full compile on the CPU, where frozen graphs
+        miss inductor's cache (decision 0031)."""
         self.reserved_slots = max(self.reserved_slots, slots)
 
     def static_session(self, batch: int, slots: int) -> StaticSession:

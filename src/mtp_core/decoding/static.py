@@ -14,8 +14,9 @@ A `StaticSession` holds, for one decoder:
   length) so that batches of similar prompts share one cache and one compiled graph, or for the slots its decoder
   reserved if more (`Decoder.reserve`: the bench reserves a job's longest prompt, so that a job compiles once per
   shape of rows, decision 0031). Every step attends over the whole cache, so the cache is sized tightly rather
-  than windowed (the measurements behind the choice: decision 0026, docs/measurements.md). Cropping moves its write pointer back (the tensors keep their addresses, as CUDA
-  graphs need) and `reset` empties it between batches;
+  than windowed (the measurements behind the choice: decision 0026, docs/measurements.md). Cropping moves its
+  write pointer back (the tensors keep their addresses, as CUDA graphs need) and `reset` empties it between
+  batches;
 * the prefill, run eager (its shape changes with every batch; compiling it would recompile per prompt);
 * every later forward through one `torch.compile`d function (`dynamic=False`: a graph per input shape;
   `compile_mode`: CUDA graphs on CUDA; `compiled_on`: frozen weights and C++ GEMMs on the CPU), or a decoder's own

@@ -113,9 +113,10 @@ def test_compiled_lossless_decoders_are_checked_against_compiled_greedy(tiny_lla
 def test_compiled_rows_compile_once_per_shape_of_rows_and_their_times_leave_the_compile_out(
     tiny_llama, traced, monkeypatch
 ):
-    """Prompts of 30 and 169 tokens (chat template) need caches of 64 and 192 slots: the bench reserves the longest for every
-    decoder, so compiled greedy decodes both at one cache length (one graph). Without a warm-up its compile falls
-    into the first measured batch: neither the bench's times nor the generations' own (a record's `wall_s`) keep it."""
+    """Prompts of 30 and 169 tokens (chat template) need caches of 64 and 192 slots: the bench reserves the longest
+    for every decoder, so compiled greedy decodes both at one cache length (one graph). Without a warm-up its
+    compile falls into the first measured batch: neither the bench's times nor the generations' own (a record's
+    `wall_s`) keep it."""
     from mtp_core.decoding.static import StaticSession
     from mtp_core.results.write import decode_stats
 
