@@ -95,7 +95,36 @@ def markdown(paths: Sequence[Path] | None = None) -> str:
     return "\n".join(lines)
 
 
+def drafters_markdown(paths: Sequence[Path]) -> str:
+    """The `drafters` sections of `paths` (files without one are skipped): each drafter decoded end to end beside
+    greedy on the compiled backend, its tok/s against compiled greedy's, tokens per forward, compile seconds (kept
+    out of tok/s) and, for a lossless one, whether it emitted compiled greedy's tokens on every prompt."""
+    lines = [
+        "| shape | device | batch | decoder | tok/s | × compiled greedy | tokens per forward | compile s "
+        "| compiled greedy's tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        if "drafters" not in d:
+            continue
+        rows = d["drafters"]
+        base = rows["greedy-compiled"]["tokens_per_s"]
+        where = f"{SHAPE_TITLES.get(d['shape'], d['shape'])} | {d['device']}, {d['dtype']} | {d['speed']['batch_size']}"
+        for name, r in rows.items():
+            same = {True: "yes", False: "no", None: "- (lossy)"}[r["identical_to_compiled_greedy"]]
+            lines.append(
+                f"| {where} | {name} | {r['tokens_per_s']:.1f} | {r['tokens_per_s'] / base:.2f} "
+                f"| {r['tokens_per_forward']['mean']:.2f} | {r['compile_s']:.0f} | {same} |"
+            )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     import sys
 
-    print(markdown([Path(p) for p in sys.argv[1:]] or None))
+    files = [Path(p) for p in sys.argv[1:]]
+    print(markdown(files or None))
+    if any("drafters" in json.loads(p.read_text()) for p in files):
+        print()
+        print(drafters_markdown(files))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mtp_core.bench.device_costs import DEVICE_COSTS_DIR, device_tables, markdown
+from mtp_core.bench.device_costs import DEVICE_COSTS_DIR, device_tables, drafters_markdown, markdown
 from tests.conftest import REPO
 
 FILES = sorted(DEVICE_COSTS_DIR.glob("*.json"))
@@ -37,3 +37,26 @@ def test_the_measurements_page_shows_what_the_files_hold():
     page = (REPO / "docs/measurements.md").read_text()
     cpu = sorted((REPO / "benchmarks/results").glob("smollm2-135m_cpu*.json"))
     assert markdown() in page and len(cpu) == 2 and markdown(cpu) in page
+    assert any("drafters" in json.loads(p.read_text()) for p in cpu) and drafters_markdown(cpu) in page
+
+
+def test_the_drafters_table_by_hand(tmp_path):
+    """Each drafter's tok/s over compiled greedy's from the same file; a lossy row says so; a file without a
+    `drafters` section adds no row."""
+
+    def row(tps: float, tpf: float, compile_s: float, same: bool | None) -> dict:
+        return {"tokens_per_s": tps, "tokens_per_forward": {"mean": tpf, "std": 0.0}, "forward_passes": 10,
+                "compile_s": compile_s, "identical_to_compiled_greedy": same}  # fmt: skip
+
+    head = {"shape": "smollm2-135m", "device": "cpu", "dtype": "float32", "speed": {"batch_size": 1}}
+    with_drafters = tmp_path / "a.json"
+    with_drafters.write_text(json.dumps({**head, "drafters": {
+        "hydra-compiled": row(10.0, 4.456, 85.6, False), "greedy-compiled": row(40.0, 1.0, 70.4, True),
+        "dmtd-tau3": row(50.0, 1.0, 0.0, None)}}))  # fmt: skip
+    without = tmp_path / "b.json"
+    without.write_text(json.dumps(head))
+    assert drafters_markdown([with_drafters, without]).splitlines()[2:] == [
+        "| SmolLM2-135M | cpu, float32 | 1 | hydra-compiled | 10.0 | 0.25 | 4.46 | 86 | no |",
+        "| SmolLM2-135M | cpu, float32 | 1 | greedy-compiled | 40.0 | 1.00 | 1.00 | 70 | yes |",
+        "| SmolLM2-135M | cpu, float32 | 1 | dmtd-tau3 | 50.0 | 1.25 | 1.00 | 0 | - (lossy) |",
+    ]
