@@ -6,7 +6,8 @@ A file's `verify_eager` section is a cost table as `decoding.pricing.CostModel` 
 R rows relative to a one-row step, and the output head's share (for forwards that run only some layers, paper 4),
 measured with the eager backend, the papers' regime. The leaderboard prices every row's recorded forwards by each
 table (`DeviceTable.cost_model`): what the row's speed-up over greedy would be on that GPU at that shape, from the
-forwards it really ran on the CPU.
+forwards it really ran on the CPU. `markdown` and `drafters_markdown` render any such files (the CPU's are in
+benchmarks/results) as docs/measurements.md shows them.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def markdown(paths: Sequence[Path] | None = None) -> str:
 def drafters_markdown(paths: Sequence[Path]) -> str:
     """The `drafters` sections of `paths` (files without one are skipped): each drafter decoded end to end beside
     greedy on the compiled backend, its tok/s against compiled greedy's, tokens per forward, compile seconds (kept
-    out of tok/s) and, for a lossless one, whether it emitted compiled greedy's tokens on every prompt."""
+    out of tok/s) and, for a lossless one, whether it emitted compiled greedy's tokens on every prompt. The batch is
+    the file's `speed` section's: `benchmarks/decode_costs.py` runs both sections at its `--batch-size`."""
     lines = [
         "| shape | device | batch | decoder | tok/s | × compiled greedy | tokens per forward | compile s "
         "| compiled greedy's tokens |",
