@@ -69,6 +69,11 @@ def device_tables() -> list[DeviceTable]:
     return [read_table(p) for p in committed_files()]
 
 
+def _setting(d: dict) -> str:
+    """A file's first three table cells: shape, device and dtype, and the batch of its `speed` section."""
+    return f"{SHAPE_TITLES.get(d['shape'], d['shape'])} | {d['device']}, {d['dtype']} | {d['speed']['batch_size']}"
+
+
 def markdown(paths: Sequence[Path] | None = None) -> str:
     """Measurements of `benchmarks/decode_costs.py` (default: the committed GPU files) as docs/measurements.md shows
     them: per file, greedy's speed on each backend against the bandwidth floor, and the verification and DMTD
@@ -89,8 +94,7 @@ def markdown(paths: Sequence[Path] | None = None) -> str:
         dmtd = f"{d['dmtd']['modeled_speedup']['3']:.2f}" if "dmtd" in d else "-"
         g, hf, c = (speed[k]["tokens_per_s"] for k in ("greedy", "hf-greedy", "greedy-compiled"))
         lines.append(
-            f"| {SHAPE_TITLES.get(d['shape'], d['shape'])} | {d['device']}, {d['dtype']} | {d['speed']['batch_size']} "
-            f"| {g:.1f} / {hf:.1f} / {c:.1f} ({speed['greedy-compiled']['compile_s']:.0f}) | {c / hf:.2f} "
+            f"| {_setting(d)} | {g:.1f} / {hf:.1f} / {c:.1f} ({speed['greedy-compiled']['compile_s']:.0f}) | {c / hf:.2f} "
             f"| {floor:.0f} | {c / floor:.0%} | {step} | {rows64} | {dmtd} |"
         )
     return "\n".join(lines)
@@ -111,8 +115,7 @@ def drafters_markdown(paths: Sequence[Path]) -> str:
         if "drafters" not in d:
             continue
         rows = d["drafters"]
-        base = rows["greedy-compiled"]["tokens_per_s"]
-        where = f"{SHAPE_TITLES.get(d['shape'], d['shape'])} | {d['device']}, {d['dtype']} | {d['speed']['batch_size']}"
+        base, where = rows["greedy-compiled"]["tokens_per_s"], _setting(d)
         for name, r in rows.items():
             same = {True: "yes", False: "no", None: "- (lossy)"}[r["identical_to_compiled_greedy"]]
             lines.append(
