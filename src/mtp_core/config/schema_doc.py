@@ -23,9 +23,11 @@ HEADER = """# Configuration reference
 
 Generated from the config schema by `python -m mtp_core.config.schema_doc` (a test checks it is current): do not edit by
 hand. One config file chooses the scale: `config.yaml` (embedded, the default), `config/tiny.yaml`,
-`config/paper.yaml`, and `config/rehearsal.yaml` applied over the paper config (sizes only). Snakemake validates
-a config against the schema and fills in its defaults before any job runs; the plan checks that follow stop it
-with a message naming the key. `<name>` stands for a key of the user's choice (a model, a run, a decoder label).
+`config/paper.yaml`; two files apply over one of them: `config/rehearsal.yaml` over the paper config (sizes only)
+and `config/embedded-p2-full.yaml` over the embedded one (paper 2's seed replicates and App. D's uncached speed
+protocol, which the embedded `all` leaves out for its time budget). Snakemake validates a config against the
+schema and fills in its defaults before any job runs; the plan checks that follow stop it with a message naming the
+key. `<name>` stands for a key of the user's choice (a model, a run, a decoder label).
 """
 
 
