@@ -148,7 +148,7 @@ def test_the_embedded_all_leaves_out_what_embedded_p2_full_adds(embedded):
     """The embedded `all` trains Table 1's arms once and times Figure 4 KV-cached only (its time budget);
     config/embedded-p2-full.yaml, merged over config.yaml as Snakemake merges `--configfile a b`, adds the seed
     replicates (K = 1 arms 3 times, K = 4 twice) and App. D's uncached protocol, and changes nothing else of paper 2."""
-    arms = ["mtp_k1", "mtpd_k1", "mtp_k4", "mtpd_k4"]
+    seeds = {"mtp_k1": 3, "mtpd_k1": 3, "mtp_k4": 2, "mtpd_k4": 2}  # Table 1's arms and their trainings
     lean = P2Plan(embedded)
     assert not [n for n in lean.run_names() if "-seed" in n] and lean.speed_protocols("fig4") == [True]
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -156,14 +156,13 @@ def test_the_embedded_all_leaves_out_what_embedded_p2_full_adds(embedded):
     validate_schema(raw)
     check_references(raw)
     full = P2Plan(raw)
-    seeds = {"mtp_k1": 3, "mtpd_k1": 3, "mtp_k4": 2, "mtpd_k4": 2}
     assert [n for n in full.run_names() if "-seed" in n] == [
         f"{a}-seed{i}" for a, n in seeds.items() for i in range(1, n)
     ]
     assert full.speed_protocols("fig4") == [True, False]
     assert {r["label"] for r in full.speed_rows("fig4")} == {
         *(r["label"] for r in lean.speed_rows("fig4")),
-        *(f"{a}-h{1 if a.endswith('k1') else 4}-nokv" for a in arms),
+        *(f"{a}-h{1 if a.endswith('k1') else 4}-nokv" for a in seeds),
     }
     assert [n for n in full.run_names() if "-seed" not in n] == lean.run_names()
     for name in lean.run_names():
