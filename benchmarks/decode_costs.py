@@ -51,6 +51,7 @@ from mtp_core.decoding.cost import (  # noqa: E402
 )
 from mtp_core.decoding.static import ROW_BUCKETS  # noqa: E402
 from mtp_core.io import atomic_write_json  # noqa: E402
+from mtp_core.models.cpu_linear import CPU_LINEARS, DEFAULT_CPU_LINEAR  # noqa: E402
 from mtp_core.models.heads.hydra import HydraHeads  # noqa: E402
 from mtp_core.models.load import load_model, tiny_tokenizer  # noqa: E402
 from mtp_core.papers.p4.settings import DMTDSpec  # noqa: E402
@@ -108,8 +109,8 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
     suffix = f"_b{args.batch_size}" if args.batch_size > 1 else ""
     out = Path(args.out) / f"{shape}_{where['slug']}{suffix}.json"
     with tempfile.TemporaryDirectory() as tmp:
-        loaded = load_model({**SPEC, "name": shape}, checkpoint=arch_dir(shape, Path(tmp)), device=args.device,
-                            dtype=args.dtype, random_weights=0)  # fmt: skip
+        loaded = load_model({**SPEC, "name": shape, "cpu_linear": args.cpu_linear}, checkpoint=arch_dir(shape, Path(tmp)),
+                            device=args.device, dtype=args.dtype, random_weights=0)  # fmt: skip
     loaded = dataclasses.replace(loaded, eos_ids=(), stop_strings=())  # every row decodes --new-tokens
     model = loaded.model
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -119,6 +120,7 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
         "device": where["name"],
         "dtype": args.dtype,
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "cpu_linear": args.cpu_linear if device.type == "cpu" else None,
         "versions": {**versions(), "python": platform.python_version()},
         "date": datetime.date.today().isoformat(),
         "commit": args.commit,
@@ -213,6 +215,7 @@ def main() -> None:
     ap.add_argument("--compiled-rows", type=int, nargs="+", default=list(ROW_BUCKETS))
     ap.add_argument("--taus", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cpu-linear", default=DEFAULT_CPU_LINEAR, choices=CPU_LINEARS, help="the model key (CPU only)")
     ap.add_argument("--sections", nargs="+", default=SECTIONS, choices=SECTIONS)
     ap.add_argument("--eager-only-after", type=float, default=float("inf"), help="seconds")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results"))

@@ -23,6 +23,7 @@ import torch
 
 from ..config.settings import checkpoint_location
 from ..decoding.base import StopCriteria
+from .cpu_linear import DEFAULT_CPU_LINEAR, pack_linears
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +315,8 @@ def load_model(
     overrides the location entirely (a trained student saved in HF format). `random_weights` (a seed): the weights
     are not read, the location's config gets its architecture's initialisation under that seed, for measurements
     that depend on the shapes alone (step prices, paper 4's random-prompt speed); the folder then needs only
-    `config.json` and the tokenizer.
+    `config.json` and the tokenizer. On the CPU its linear layers run inference on oneDNN's packed weights unless
+    the spec says `cpu_linear: aten` (`models.cpu_linear`; training steps are unaffected).
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -332,6 +334,8 @@ def load_model(
         with torch.device(device):  # initialised where they run: a 7B model's weights in seconds on a GPU
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(where, **kwargs), dtype=torch_dtype)
     model = model.to(device).eval()
+    if torch.device(device).type == "cpu":
+        pack_linears(model, spec.get("cpu_linear", DEFAULT_CPU_LINEAR))
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     if spec.get("system_prompt", "default") == "none":

@@ -149,11 +149,17 @@ UNSTAMPED_TRAIN_KEYS = (
     "resume",
     "fused",
 )
+# model keys that only inference reads (`models.cpu_linear`); a training step is the same under either value
+UNSTAMPED_MODEL_KEYS = ("cpu_linear",)
 
 
 def trajectory_hash(method: str, entry: str, settings: dict) -> str:
     """Hash of what decides the training's steps: method, entry and settings, without `UNSTAMPED_TRAIN_KEYS` and
-    (constant schedule) without `max_steps`, since the first N steps of a constant schedule do not depend on it."""
+    (constant schedule) without `max_steps`, since the first N steps of a constant schedule do not depend on it, and
+    without the model's `UNSTAMPED_MODEL_KEYS`."""
+    model = settings.get("model")
+    if isinstance(model, dict):
+        settings = {**settings, "model": {k: v for k, v in model.items() if k not in UNSTAMPED_MODEL_KEYS}}
     train = settings.get("train")
     if isinstance(train, dict):
         constant = TrainConfig.from_dict(train).schedule == "constant"  # the schedule as the loop will run it
