@@ -70,8 +70,11 @@ def device_tables() -> list[DeviceTable]:
 
 
 def _setting(d: dict) -> str:
-    """A file's first three table cells: shape, device and dtype, and the batch of its `speed` section."""
-    return f"{SHAPE_TITLES.get(d['shape'], d['shape'])} | {d['device']}, {d['dtype']} | {d['speed']['batch_size']}"
+    """A file's first three table cells: shape, device and dtype (and on the CPU the linears' kernel where the file
+    records it, `models.cpu_linear`), and the batch of its `speed` section."""
+    kernel = f", {d['cpu_linear']} linears" if d.get("cpu_linear") else ""
+    device = f"{d['device']}, {d['dtype']}{kernel}"
+    return f"{SHAPE_TITLES.get(d['shape'], d['shape'])} | {device} | {d['speed']['batch_size']}"
 
 
 def markdown(paths: Sequence[Path] | None = None) -> str:

@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ...io import atomic_dir
+from ..cpu_linear import PackedLinear, pack_linears
 
 FORMAT = 1
 WEIGHTS, META = "heads.safetensors", "heads.json"
@@ -120,8 +121,9 @@ def read_heads_meta(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_heads(path: str | os.PathLike, trunk: torch.nn.Module | None = None, *, check: bool = True) -> DraftHeads:
-    """The heads saved in `path`, on the trunk's device and dtype. With a `trunk` and `check`, a trunk of another
-    shape or fingerprint raises `HeadsMismatch` naming both."""
+    """The heads saved in `path`, on the trunk's device and dtype, their linear layers on the trunk's kernel (oneDNN
+    where the trunk's are: `models.cpu_linear`). With a `trunk` and `check`, a trunk of another shape or
+    fingerprint raises `HeadsMismatch` naming both."""
     meta = read_heads_meta(path)
     if trunk is not None and check:
         have, want = trunk_info(trunk), meta["trunk"]
@@ -136,4 +138,6 @@ def load_heads(path: str | os.PathLike, trunk: torch.nn.Module | None = None, *,
     if trunk is not None:
         p = next(trunk.parameters())
         heads.to(device=p.device, dtype=p.dtype)
+        if any(isinstance(m, PackedLinear) for m in trunk.modules()):
+            pack_linears(heads)
     return heads.eval()

@@ -55,8 +55,14 @@ def test_the_drafters_table_by_hand(tmp_path):
         "dmtd-tau3": row(50.0, 1.0, 0.0, None)}}))  # fmt: skip
     without = tmp_path / "b.json"
     without.write_text(json.dumps(head))
-    assert drafters_markdown([with_drafters, without]).splitlines()[2:] == [
+    on_onednn = tmp_path / "c.json"  # a file that records the CPU linears' kernel names it
+    kernel = {"cpu_linear": "onednn"}
+    on_onednn.write_text(json.dumps({**head, **kernel, "drafters": {
+        "dmtd-tau3": row(5.0, 1.0, 0.0, None), "greedy-compiled": row(4.0, 1.0, 1.0, True)}}))  # fmt: skip
+    assert drafters_markdown([with_drafters, without, on_onednn]).splitlines()[2:] == [
         "| SmolLM2-135M | cpu, float32 | 1 | hydra-compiled | 10.0 | 0.25 | 4.46 | 86 | no |",
         "| SmolLM2-135M | cpu, float32 | 1 | greedy-compiled | 40.0 | 1.00 | 1.00 | 70 | yes |",
         "| SmolLM2-135M | cpu, float32 | 1 | dmtd-tau3 | 50.0 | 1.25 | 1.00 | 0 | - (lossy) |",
+        "| SmolLM2-135M | cpu, float32, onednn linears | 1 | dmtd-tau3 | 5.0 | 1.25 | 1.00 | 0 | - (lossy) |",
+        "| SmolLM2-135M | cpu, float32, onednn linears | 1 | greedy-compiled | 4.0 | 1.00 | 1.00 | 1 | yes |",
     ]

@@ -47,3 +47,13 @@ def test_round_trip_and_fingerprint_guard(tmp_path):
 def test_not_a_heads_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="heads.json"):
         read_heads_meta(tmp_path)
+
+
+def test_heads_take_their_trunks_linear_kernel(tmp_path):
+    from mtp_core.models.cpu_linear import PackedLinear, pack_linears
+
+    trunk = tiny_model(tiny_spec("llama"))
+    save_heads(LinearHeads({"hidden_size": 64, "num_heads": 2}), tmp_path / "h", trunk)
+    assert not any(isinstance(m, PackedLinear) for m in load_heads(tmp_path / "h", trunk).modules())
+    pack_linears(trunk)
+    assert all(type(m) is PackedLinear for m in load_heads(tmp_path / "h", trunk).proj)
