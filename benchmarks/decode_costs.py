@@ -109,8 +109,9 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
     suffix = f"_b{args.batch_size}" if args.batch_size > 1 else ""
     out = Path(args.out) / f"{shape}_{where['slug']}{suffix}.json"
     with tempfile.TemporaryDirectory() as tmp:
-        loaded = load_model({**SPEC, "name": shape, "cpu_linear": args.cpu_linear}, checkpoint=arch_dir(shape, Path(tmp)),
-                            device=args.device, dtype=args.dtype, random_weights=0)  # fmt: skip
+        spec = {**SPEC, "name": shape, "cpu_linear": args.cpu_linear}
+        loaded = load_model(spec, checkpoint=arch_dir(shape, Path(tmp)), device=args.device, dtype=args.dtype,
+                            random_weights=0)  # fmt: skip
     loaded = dataclasses.replace(loaded, eos_ids=(), stop_strings=())  # every row decodes --new-tokens
     model = loaded.model
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())

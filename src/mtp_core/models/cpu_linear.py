@@ -1,11 +1,12 @@
 """Linear layers on oneDNN's packed weights for inference on the CPU (model key `cpu_linear`, default `onednn`).
 
 A decode step multiplies one row (or a few: a batch, a verification chunk) by every weight matrix. On the 2 cores
-of an AMD EPYC (Zen 4), PyTorch's fp32 `F.linear` (MKL) streamed SmolLM2-135M's weights at about 11 GB/s on one row,
-with 1 thread as with 2, and oneDNN's linear on the same weights prepacked (the op inductor's frozen graphs call)
-at about 24 GB/s: 2.15x on a one-row product, 1.14-2.6x from 2 to 300 rows, and eager greedy 1.37x faster end to
-end (docs/measurements.md, "Eager linears on oneDNN"). The products are the same sums in another order: outputs
-agree to float rounding, as MKL's own agree between one row alone and the same row in a batch (neither is bit-equal).
+of an AMD EPYC (Zen 4), PyTorch's fp32 `F.linear` (MKL) read SmolLM2-135M's output head at about 11 GB/s for one
+row, and oneDNN's linear on the same weight prepacked (the op inductor's frozen graphs call) at about 25 GB/s:
+1.3-2.5x faster on a layer's weight from 1 to 16 rows, 2-4.4x on the output head (`benchmarks/cpu_matmul_rows.py`),
+and eager greedy about 1.35x faster end to end (docs/measurements.md, "Eager linears on oneDNN"). The products are
+the same sums in another order: outputs agree to float rounding, as MKL's own agree between one row alone and the
+same row in a batch (neither is bit-equal).
 
 `pack_linears` turns a model's `nn.Linear` modules into `PackedLinear` in place (same parameters, state dict and
 hooks). Its forward takes the packed path only where packing is sound and nothing differentiates or traces:
