@@ -8,8 +8,11 @@ and eager greedy about 1.35x faster end to end (docs/measurements.md, "Eager lin
 the same sums in another order: outputs agree to float rounding, as MKL's own agree between one row alone and the
 same row in a batch (neither is bit-equal).
 
-`pack_linears` turns a model's `nn.Linear` modules into `PackedLinear` in place (same parameters, state dict and
-hooks). Its forward takes the packed path only where packing is sound and nothing differentiates or traces:
+`pack_linears` turns a model's `nn.Linear` modules of at least `MIN_PACKED_WEIGHT` weights into `PackedLinear` in
+place (same parameters, state dict and hooks). Smaller ones stay on `F.linear`: a oneDNN call costs about 25 us
+however small its weight, and it lost to MKL up to 576 x 192 weights (SmolLM2's key and value projections, and
+every layer of the tests' tiny models), and won from 256 x 512 up (docs/measurements.md, "Eager linears on
+oneDNN"). Its forward takes the packed path only where packing is sound and nothing differentiates or traces:
 * no gradient is recorded (`torch.inference_mode` / `torch.no_grad`: decoding, evaluation, teacher forwards);
   a training step runs `F.linear`, so a model loaded for training is unaffected;
 * not while `torch.compile` traces (the compiled backend's graphs keep `aten.linear`, which inductor lowers itself);
@@ -27,6 +30,7 @@ import torch.nn.functional as F
 
 CPU_LINEARS = ("onednn", "aten")  # the model key `cpu_linear` (config schema); `aten`: PyTorch's F.linear everywhere
 DEFAULT_CPU_LINEAR = "onednn"  # the schema's default too (tests/unit/core/models/test_cpu_linear.py checks they agree)
+MIN_PACKED_WEIGHT = 2**17  # weights of a linear worth packing (module docstring)
 
 
 def _version(w: torch.Tensor) -> tuple[int, int | None]:
@@ -71,16 +75,18 @@ class PackedLinear(torch.nn.Linear):
         return state
 
 
-def pack_linears(model: torch.nn.Module, cpu_linear: str = DEFAULT_CPU_LINEAR) -> int:
-    """Make every plain `nn.Linear` of `model` a `PackedLinear` (in place) when `cpu_linear` is `onednn` and oneDNN is
-    available; the number of modules changed."""
+def pack_linears(
+    model: torch.nn.Module, cpu_linear: str = DEFAULT_CPU_LINEAR, min_weight: int = MIN_PACKED_WEIGHT
+) -> int:
+    """Make every plain `nn.Linear` of `model` with at least `min_weight` weights a `PackedLinear` (in place) when
+    `cpu_linear` is `onednn` and oneDNN is available; the number of modules changed."""
     if cpu_linear not in CPU_LINEARS:
         raise ValueError(f"cpu_linear must be one of {CPU_LINEARS}, got {cpu_linear!r}")
     if cpu_linear == "aten" or not torch.backends.mkldnn.is_available():
         return 0
     n = 0
     for module in model.modules():
-        if type(module) is torch.nn.Linear:
+        if type(module) is torch.nn.Linear and module.weight.numel() >= min_weight:
             module.__class__ = PackedLinear
             n += 1
     return n

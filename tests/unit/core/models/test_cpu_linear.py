@@ -11,7 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mtp_core.models.cpu_linear import CPU_LINEARS, DEFAULT_CPU_LINEAR, PackedLinear, pack_linears
+from mtp_core.models.cpu_linear import (
+    CPU_LINEARS,
+    DEFAULT_CPU_LINEAR,
+    MIN_PACKED_WEIGHT,
+    PackedLinear,
+    pack_linears,
+)
 from mtp_core.models.load import load_model, prepare_base_model
 from tests.conftest import tiny_spec
 from tests.unit.core.config.schemas import schema_defs
@@ -22,7 +28,7 @@ pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason
 def _linear(n_in: int = 48, n_out: int = 80, bias: bool = True) -> torch.nn.Linear:
     torch.manual_seed(0)
     layer = torch.nn.Linear(n_in, n_out, bias=bias)
-    assert pack_linears(layer) == 1 and type(layer) is PackedLinear
+    assert pack_linears(layer, min_weight=0) == 1 and type(layer) is PackedLinear
     return layer
 
 
@@ -95,7 +101,13 @@ def test_pack_linears_refuses_an_unknown_kernel_and_aten_packs_nothing():
     with pytest.raises(ValueError, match="cpu_linear"):
         pack_linears(torch.nn.Linear(2, 2), "mkl")
     layer = torch.nn.Linear(2, 2)
-    assert pack_linears(layer, "aten") == 0 and type(layer) is torch.nn.Linear
+    assert pack_linears(layer, "aten", min_weight=0) == 0 and type(layer) is torch.nn.Linear
+
+
+def test_only_weights_of_the_threshold_and_up_are_packed():
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.Linear(512, 255), torch.nn.Linear(256, 511))
+    assert MIN_PACKED_WEIGHT == 256 * 512 and pack_linears(model) == 1
+    assert [type(m) is PackedLinear for m in model] == [True, False, False]
 
 
 def test_the_schema_default_is_the_library_default():
@@ -104,12 +116,13 @@ def test_the_schema_default_is_the_library_default():
 
 
 def test_load_model_packs_on_the_cpu_unless_the_spec_says_aten(tmp_path):
-    spec = tiny_spec("qwen3")
+    spec = tiny_spec("qwen3", hidden_size=256, intermediate_size=512)  # MLP weights at the threshold, the rest below
     base = prepare_base_model(spec, tmp_path / "model")
     packed = load_model(spec, base_dir=base).model
     plain = load_model({**spec, "cpu_linear": "aten"}, base_dir=base).model
-    n_linear = sum(isinstance(m, torch.nn.Linear) for m in plain.modules())
-    assert n_linear > 0 and sum(type(m) is PackedLinear for m in packed.modules()) == n_linear
+    big = [n for n, m in plain.named_modules() if isinstance(m, torch.nn.Linear) and m.weight.numel() >= 2**17]
+    assert big and [n for n, m in packed.named_modules() if type(m) is PackedLinear] == big
+    assert all(n.endswith(("gate_proj", "up_proj", "down_proj")) for n in big)
     assert not any(type(m) is PackedLinear for m in plain.modules())
     ids = torch.randint(3, 200, (2, 9))
     with torch.inference_mode():
