@@ -26,6 +26,9 @@ from tests.conftest import tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ATOL = 1e-4  # the tiny models' wide init gives logits of size ~30: fp32 noise of stepwise vs parallel is ~2e-5
+# SmolLM2-135M's 30 layers: stepwise vs parallel differ by 1.3e-4 to 2.0e-4 in fp32 on logits of size ~32 under either
+# CPU kernel (`cpu_linear`); a stale or misplaced state row moves logits by whole units
+ATOL_SMOL = 1e-3
 SPLITS = [(0, 2), (1, 2), (0, 1), (1, 1), (0, 0), (2, 0)]
 
 
@@ -329,4 +332,4 @@ def test_stepwise_equals_parallel_on_smollm2(tmp_path):
     for split in (DMTDSpec(0, 8), DMTDSpec(4, 4)):
         got, state = teacher_forced_steps(model, split, 3, prompts, cont)
         ref = parallel_reference(model, split, 3, prompts, cont)
-        assert torch.allclose(got, ref, atol=ATOL) and torch.equal(got.argmax(-1), ref.argmax(-1))
+        assert torch.allclose(got, ref, atol=ATOL_SMOL) and torch.equal(got.argmax(-1), ref.argmax(-1))
