@@ -18,7 +18,7 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZ
 
 SLURM_STAGE := tests/slurm/with_cluster.sh
 
-.PHONY: venv run test test-fast test-quick test-slurm slurm-start slurm-stop report clean-results
+.PHONY: venv run test test-fast test-quick test-slurm slurm-start slurm-stop report clean-results gpu-wheels
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -67,3 +67,10 @@ slurm-stop:
 
 clean-results:
 	rm -rf results .snakemake
+
+# The wheels benchmarks/gpu_check.sh installs on a lent GPU (Python 3.12, manylinux x86-64), into .whl/ (git-ignored),
+# which the device call carries (docs/development.md "GPU checks")
+GPU_PLATFORMS := $(foreach n,28 27 17,--platform manylinux_2_$(n)_x86_64) --platform manylinux2014_x86_64
+gpu-wheels: venv
+	$(BIN)/pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		$(GPU_PLATFORMS) -d .whl -r benchmarks/gpu_wheels.txt
