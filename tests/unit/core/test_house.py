@@ -185,3 +185,23 @@ def test_nothing_refers_to_files_outside_the_repository():
             text = path.read_text(errors="replace") if path.is_file() else ""
             hits += [f"{name}: {m.group(0)}" for m in outside.finditer(text)]
     assert not hits, hits
+
+
+def test_scripts_import_only_what_the_library_has():
+    """The benchmarks, which no test runs, and the workflow's scripts import from `mtp_core` only modules and names
+    that exist: a module moved or a function renamed fails here, not on the next measurement."""
+    import ast
+    import importlib.util
+
+    missing = []
+    for path in sorted([*(REPO / "benchmarks").glob("*.py"), *(REPO / "workflow/scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mtp_core"):
+                module = importlib.import_module(node.module)
+                missing += [f"{path.name}: {node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)
+                            and importlib.util.find_spec(f"{node.module}.{a.name}") is None]  # fmt: skip
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("mtp_core") and importlib.util.find_spec(a.name) is None:
+                        missing.append(f"{path.name}: {a.name}")
+    assert not missing, missing
