@@ -188,7 +188,7 @@ def forward_times(
     """Median seconds of one forward of `width` new tokens (keeping `keep` logits) on a cache of `cache_len`."""
     ctx = (prompt * (cache_len // len(prompt) + 1))[:cache_len]
     cache = DynamicCache(config=model.config)
-    model(input_ids=torch.tensor([ctx] * batch), past_key_values=cache, logits_to_keep=1)
+    model(input_ids=torch.tensor([ctx] * batch), cache=cache, logits_to_keep=1)
     times: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
     order = sorted(shapes)
     for r in range(repeats + 1):  # the first round is a warm-up
@@ -197,7 +197,7 @@ def forward_times(
             ids[:, 0] = ctx[-1]
             pos = torch.arange(cache_len, cache_len + width)[None].expand(batch, -1)
             t0 = time.perf_counter()
-            model(input_ids=ids, position_ids=pos, past_key_values=cache, logits_to_keep=keep)
+            model(input_ids=ids, position_ids=pos, cache=cache, logits_to_keep=keep)
             dt = time.perf_counter() - t0
             crop_cache(cache, width)
             if r:

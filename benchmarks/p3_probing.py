@@ -185,7 +185,7 @@ def hit_rates(loaded: LoadedModel, prompts: list[BenchPrompt], conts: list[list[
         group = "open-ended" if p.category in OPEN_ENDED else "other"
         cache = DynamicCache(config=model.config)
         ids = torch.tensor([p.ids])
-        model(input_ids=ids, past_key_values=cache, logits_to_keep=1)
+        model(input_ids=ids, cache=cache, logits_to_keep=1)
         ctx = TreeContext(
             cache, torch.ones(1, len(p.ids), dtype=torch.bool), torch.tensor([cont[0]]), torch.tensor([len(p.ids)])
         )

@@ -181,7 +181,7 @@ def calibrate_on_prompt(
     rows = sorted(set(rows)) if rows is not None else calibration_rows(max_rows)
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
-        nxt = model(input_ids=ids, past_key_values=cache, logits_to_keep=1).logits[:, -1].argmax(-1)
+        nxt = model(input_ids=ids, cache=cache, logits_to_keep=1).logits[:, -1].argmax(-1)
         pos = torch.tensor([ids.shape[1]], device=device)
         ctx = TreeContext(cache, torch.ones_like(ids, dtype=torch.bool), nxt, pos)
         drafts = {r: dummy_draft(ctx, r) for r in rows}

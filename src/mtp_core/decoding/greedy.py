@@ -58,7 +58,7 @@ class GreedyDecoder(Decoder):
             input_ids=ids,
             attention_mask=mask if padded else None,
             position_ids=pos,
-            past_key_values=cache,
+            cache=cache,
             logits_to_keep=1,
         ).logits
         nxt = self.pick(logits[:, -1])
@@ -85,7 +85,7 @@ class GreedyDecoder(Decoder):
                 input_ids=nxt[:, None],
                 attention_mask=mask if padded else None,
                 position_ids=last_pos[:, None],
-                past_key_values=cache,
+                cache=cache,
                 logits_to_keep=1,
             ).logits
             nxt = self.pick(logits[:, -1])

@@ -198,7 +198,7 @@ class StaticSession:
             inputs_embeds=embeds,
             attention_mask=mask,
             position_ids=pos,
-            past_key_values=self.cache,
+            cache=self.cache,
             logits_to_keep=keep,
             output_hidden_states=hidden,
         )

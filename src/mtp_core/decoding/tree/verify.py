@@ -150,7 +150,7 @@ def tree_forward(
         inputs_embeds=embeds,
         attention_mask=mask,
         position_ids=pos,
-        past_key_values=ctx.cache,
+        cache=ctx.cache,
         output_hidden_states=output_hidden,
     )
     return out.logits, out.hidden_states[-1] if output_hidden else None
@@ -360,7 +360,7 @@ class TreeDecoder(Decoder):
                 input_ids=ids,
                 attention_mask=to_slots(mask) if padded else None,
                 position_ids=pos,
-                past_key_values=cache,
+                cache=cache,
                 logits_to_keep=1,
                 output_hidden_states=hid,
             )
@@ -373,7 +373,7 @@ class TreeDecoder(Decoder):
             inputs_embeds=torch.cat([tok, extras.to(tok.dtype)], dim=1),
             attention_mask=to_slots(torch.cat([mask, mask.new_ones(mask.shape[0], e)], dim=1)),
             position_ids=torch.cat([pos, pos[:, -1:] + steps[None]], dim=1),
-            past_key_values=cache,
+            cache=cache,
             logits_to_keep=e + 1,
             output_hidden_states=hid,
         )

@@ -203,7 +203,7 @@ class MaskMTPDecoder(Decoder):
             logits = session.step(ids, mask, pos, keep=0)[:, n - keep : n]
         else:
             logits = self.model(
-                input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, logits_to_keep=keep + n_pad
+                input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, logits_to_keep=keep + n_pad
             ).logits[:, :keep]
         crop_cache(cache, keep - 1 + n_pad)
         return logits, n + n_pad

@@ -107,9 +107,9 @@ def test_crop_cache_equals_recompute(tiny_llama):
     ids = torch.tensor([random_prompts(tiny_llama.tokenizer, 1, seed=9)[0] + [40, 41, 42, 43]])
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
-        model(input_ids=ids, past_key_values=cache)
+        model(input_ids=ids, cache=cache)
         crop_cache(cache, 3)
         assert cache.get_seq_length() == ids.shape[1] - 3
-        after_crop = model(input_ids=ids[:, -3:-2], past_key_values=cache).logits
+        after_crop = model(input_ids=ids[:, -3:-2], cache=cache).logits
         fresh = model(input_ids=ids[:, :-2]).logits[:, -1:]
     torch.testing.assert_close(after_crop, fresh, rtol=1e-4, atol=1e-4)

@@ -55,7 +55,7 @@ def test_window_logits_equal_plain_forward(tiny_llama):
     root = torch.tensor([7])
     cache = DynamicCache(config=model.config)
     with torch.inference_mode():
-        model(input_ids=prefix, past_key_values=cache)
+        model(input_ids=prefix, cache=cache)
         ctx = TreeContext(cache, torch.ones(1, 6, dtype=torch.bool), root, torch.tensor([6]))
         emb = model.get_input_embeddings()(window.reshape(1, -1))
         logits, _ = tree_forward(

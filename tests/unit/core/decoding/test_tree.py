@@ -176,7 +176,7 @@ def prefix_context(model, prompts, pad_id=2) -> TreeContext:
     ids, mask = left_pad(prompts, pad_id)
     pos = positions_from_mask(mask)
     cache = DynamicCache(config=model.config)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache).logits
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache).logits
     return TreeContext(cache, mask.bool(), logits[:, -1].argmax(-1), pos[:, -1] + 1)
 
 
