@@ -82,6 +82,8 @@ SHAPES = {
 }  # fmt: skip
 SPEC = {"source": "tiny", "chat_template": False}
 SECTIONS = ["speed", "verify_eager", "dmtd", "verify_compiled", "drafters"]
+# rows of the drafters section beside compiled greedy, which always runs (their reference)
+DRAFTERS = ["dmtd-tau3", "dmtd-tau3-compiled", "hydra-compiled", "probing-compiled"]
 
 
 def arch_dir(shape: str, where: Path) -> Path:
@@ -172,10 +174,13 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
         heads = HydraHeads.for_trunk(model, num_heads=4, lm_head="own").to(device).eval()
         compiled = {"backend": "compiled"}
         dmtd = {"decoder": "dmtd", "tau": 3, "encoding_layers": 0, "decoding_layers": 8, "combine": "add"}
+        # DMTD before Hydra: once a decoder asks the model for hidden states, transformers hooks every layer, and
+        # DMTD's compiled layer segments break their graph at each hook (docs/measurements.md, "The fast decode path")
         decoders = {"greedy-compiled": {"decoder": "greedy", **compiled},
+                    "dmtd-tau3": dmtd, "dmtd-tau3-compiled": {**dmtd, **compiled},
                     "hydra-compiled": {"decoder": "hydra", "heads": heads, **compiled},
-                    "probing-compiled": {"decoder": "probing", "bc": 30, **compiled},
-                    "dmtd-tau3": dmtd, "dmtd-tau3-compiled": {**dmtd, **compiled}}  # fmt: skip
+                    "probing-compiled": {"decoder": "probing", "bc": 30, **compiled}}  # fmt: skip
+        decoders = {k: v for k, v in decoders.items() if k == "greedy-compiled" or k in args.drafters}
         summary, gens = run_bench(loaded, decoders, prompts, args.new_tokens, batch_size=args.batch_size, warmup=1,
                                   repeats=args.repeats)  # fmt: skip
         want = [g.tokens for g in gens["greedy-compiled"]]
@@ -218,6 +223,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cpu-linear", default=DEFAULT_CPU_LINEAR, choices=CPU_LINEARS, help="the model key (CPU only)")
     ap.add_argument("--sections", nargs="+", default=SECTIONS, choices=SECTIONS)
+    ap.add_argument("--drafters", nargs="+", default=DRAFTERS, choices=DRAFTERS, help="rows beside compiled greedy")
     ap.add_argument("--eager-only-after", type=float, default=float("inf"), help="seconds")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results"))
     ap.add_argument("--commit", default=None, help="the code's commit (default: this checkout's HEAD)")
