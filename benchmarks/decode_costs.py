@@ -16,7 +16,7 @@ For each `--shapes` entry (a hand-written config of a paper model, `SHAPES`), in
   default tree, paper 3's probing (bc 30) and paper 4's DMTD (E0D8, τ 3; eager and compiled), decoded end to end
   beside compiled greedy: tok/s, tokens per forward, and whether each lossless one emits compiled greedy's tokens
   (fresh heads draft little, so the speed here prices the drafters' overhead, not their acceptance; DMTD's speed
-  does not depend on its weights).
+  does not depend on its weights). `--drafters` picks the rows; DMTD runs before Hydra (comment in `drafters`).
 
 Sections after `--eager-only-after` seconds run eager only (compiling costs minutes a shape). Results are written
 after every section (atomically), to `--out`/<shape>_<device>.json.
