@@ -122,6 +122,26 @@ def run_layers(
     return h
 
 
+def logits_and_hidden(
+    model: torch.nn.Module, keep: int = 0, hidden: bool = False, **inputs: Any
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`model(**inputs)`'s logits of the last `keep` rows (0: all) and, with `hidden`, the final hidden states of
+    every row (else None).
+
+    For the `LAYER_MODEL_TYPES`: the base model's `last_hidden_state`, then the output head on the kept rows, as
+    their forward computes the logits. Not `output_hidden_states`: that makes transformers install an
+    output-capturing hook on every layer, for good, whose `ContextVar` read breaks the compiled graph of any code
+    that later calls the layers directly (paper 4's segments: a break at every layer). Other models:
+    `output_hidden_states`."""
+    if not hidden:
+        return model(**inputs, logits_to_keep=keep).logits, None
+    if getattr(model.config, "model_type", None) not in LAYER_MODEL_TYPES:
+        out = model(**inputs, logits_to_keep=keep, output_hidden_states=True)
+        return out.logits, out.hidden_states[-1]
+    h = model.model(**inputs).last_hidden_state
+    return model.lm_head(h[:, -keep:] if keep else h), h
+
+
 def head(model: torch.nn.Module, h: torch.Tensor) -> torch.Tensor:
     """Logits of hidden states after the last layer: the final norm, then the output head."""
     return model.lm_head(model.model.norm(h))

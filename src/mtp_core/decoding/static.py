@@ -43,6 +43,8 @@ import torch
 import torch._inductor.config
 from transformers import StaticCache
 
+from .layers import logits_and_hidden
+
 MIN_CACHE_SLOTS = 64
 ROW_BUCKETS = (1, 4, 8, 16, 32, 64, 128)
 # `torch.compile`'s backend; tests of the cache logic set `aot_eager`, which traces the same graph but builds no kernels
@@ -193,16 +195,17 @@ class StaticSession:
         embeds: torch.Tensor | None = None,
         hidden: bool = False,
     ) -> Any:
-        out = self.model(
+        logits, h = logits_and_hidden(
+            self.model,
+            keep,
+            hidden,
             input_ids=ids,
             inputs_embeds=embeds,
             attention_mask=mask,
             position_ids=pos,
             cache=self.cache,
-            logits_to_keep=keep,
-            output_hidden_states=hidden,
         )
-        return (out.logits, out.hidden_states[-1]) if hidden else out.logits
+        return (logits, h) if hidden else logits
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor | None, pos: torch.Tensor) -> torch.Tensor:
         """The prompt forward, eager; logits of the last position, [B, V]. `mask`: None or [B, cache length]."""

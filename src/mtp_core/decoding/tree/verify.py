@@ -62,6 +62,7 @@ from transformers.cache_utils import DynamicLayer, StaticLayer
 from ..base import Decoder, GenerationResult, StopCriteria
 from ..batch import prepare_batch
 from ..cache import crop_cache
+from ..layers import logits_and_hidden
 from ..static import bucket_rows
 from ..stopping import StopTracker
 from .accept import _greedy_from_ok, node_ok, typical_accept
@@ -145,15 +146,16 @@ def tree_forward(
     else:
         dtype = next(model.parameters()).dtype
         mask = chunk_attention_mask(ctx.kv_mask, anc.to(device), dtype if attn_is_eager(model) else None)
-    out = model(
+    return logits_and_hidden(
+        model,
+        0,
+        output_hidden,
         input_ids=None if n_extra else ids,
         inputs_embeds=embeds,
         attention_mask=mask,
         position_ids=pos,
         cache=ctx.cache,
-        output_hidden_states=output_hidden,
     )
-    return out.logits, out.hidden_states[-1] if output_hidden else None
 
 
 def gather_cache_slots(cache: DynamicCache, start: int, src: torch.Tensor) -> None:
@@ -301,7 +303,7 @@ class TreeDecoder(Decoder):
         "posterior_threshold",
         "posterior_alpha",
     )
-    needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (costs output_hidden_states)
+    needs_hidden: ClassVar[bool] = False  # fill state.last_hidden (`layers.logits_and_hidden`)
     needs_prompt_hidden: ClassVar[bool] = False  # fill state.prompt_hidden (every prompt position, e.g. MTP heads)
     needs_logits: ClassVar[bool] = False  # fill state.last.logits at the accepted path
 
@@ -356,31 +358,31 @@ class TreeDecoder(Decoder):
         prompt = slice(0, ids.shape[1])
         to_slots = to_slots or (lambda m: m)
         if extras is None:
-            out = self.model(
+            logits, full = logits_and_hidden(
+                self.model,
+                1,
+                hid,
                 input_ids=ids,
                 attention_mask=to_slots(mask) if padded else None,
                 position_ids=pos,
                 cache=cache,
-                logits_to_keep=1,
-                output_hidden_states=hid,
             )
-            full = out.hidden_states[-1] if hid else None
-            return out.logits[:, -1], None if full is None else full[:, -1], None, self._prompt_part(full, prompt)
+            return logits[:, -1], None if full is None else full[:, -1], None, self._prompt_part(full, prompt)
         e = extras.shape[1]
         tok = self.model.get_input_embeddings()(ids)
         steps = torch.arange(1, e + 1, device=pos.device)
-        out = self.model(
+        logits, full = logits_and_hidden(
+            self.model,
+            e + 1,
+            hid,
             inputs_embeds=torch.cat([tok, extras.to(tok.dtype)], dim=1),
             attention_mask=to_slots(torch.cat([mask, mask.new_ones(mask.shape[0], e)], dim=1)),
             position_ids=torch.cat([pos, pos[:, -1:] + steps[None]], dim=1),
             cache=cache,
-            logits_to_keep=e + 1,
-            output_hidden_states=hid,
         )
         crop_cache(cache, e)
-        full = out.hidden_states[-1] if hid else None
         last = None if full is None else full[:, -e - 1]
-        return out.logits[:, 0], last, out.logits[:, 1:], self._prompt_part(full, prompt)
+        return logits[:, 0], last, logits[:, 1:], self._prompt_part(full, prompt)
 
     def _prompt_part(self, full: torch.Tensor | None, prompt: slice) -> torch.Tensor | None:
         return full[:, prompt] if full is not None and self.needs_prompt_hidden else None

@@ -30,6 +30,7 @@ import torch
 
 from ...decoding.cache import crop_cache
 from ...decoding.cost import calibrate_on_prompt, padded_rows, timed_call
+from ...decoding.layers import logits_and_hidden
 from ...decoding.pricing import CostModel
 from ...decoding.tree import tree_buffers
 from ...models.heads import DraftHeads
@@ -110,8 +111,8 @@ def measure_drafting(
     timed on the state right after the prefill of `prompt` (median of `reps`)."""
     dev = next(model.parameters()).device
     ids = torch.tensor([list(prompt)], device=dev)
-    out = model(input_ids=ids, output_hidden_states=True)
-    h_all, root = out.hidden_states[-1], out.logits[:, -1].argmax(-1)
+    logits, h_all = logits_and_hidden(model, 1, True, input_ids=ids)
+    root = logits[:, -1].argmax(-1)
     prices.chain_depth = chain_depth
     if isinstance(heads, HydraHeads):
         cache = heads.new_prefix_cache()

@@ -83,3 +83,37 @@ def test_unsupported_architecture_is_named():
     model.config.model_type = "gpt2"
     with pytest.raises(L.UnsupportedModel, match="gpt2"):
         L.check_supported(model)
+
+
+def _hooked(model) -> bool:
+    """Whether transformers installed its output-capturing hooks (what `output_hidden_states` does, for good)."""
+    return any(getattr(m, "_output_capturing_hooks_installed", False) for m in model.modules())
+
+
+@torch.no_grad()
+def test_logits_and_hidden_are_the_models_without_hooks(model):
+    """The base model's last hidden state and the head on the kept rows: the forward's logits and
+    `output_hidden_states[-1]`, bit for bit, on a left-padded batch, and no hook installed; without `hidden` the
+    plain forward's logits and None."""
+    ids, mask = left_pad([[5, 9, 14, 3, 7, 8], [11, 4, 6]], pad_id=0)
+    inputs = dict(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask))
+    got = {keep: L.logits_and_hidden(model, keep, True, **inputs) for keep in (0, 1, 4)}
+    plain, none = L.logits_and_hidden(model, 2, False, **inputs)
+    assert not _hooked(model) and none is None
+    assert torch.equal(plain, model(**inputs, logits_to_keep=2).logits)
+    for keep, (logits, hidden) in got.items():
+        ref = model(**inputs, logits_to_keep=keep, output_hidden_states=True)
+        assert torch.equal(logits, ref.logits) and torch.equal(hidden, ref.hidden_states[-1]), keep
+    assert _hooked(model)  # the check above can see hooks
+
+
+@torch.no_grad()
+def test_logits_and_hidden_of_other_models_read_output_hidden_states():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32)).eval()
+    ids = torch.randint(0, 64, (2, 7))
+    logits, hidden = L.logits_and_hidden(model, 3, True, input_ids=ids)
+    ref = model(input_ids=ids, logits_to_keep=3, output_hidden_states=True)
+    assert torch.equal(logits, ref.logits) and torch.equal(hidden, ref.hidden_states[-1])

@@ -10,6 +10,7 @@ import torch
 from mtp_core.decoding import StopCriteria, build_decoder
 from mtp_core.decoding import layers as L
 from mtp_core.decoding.batch import left_pad, positions_from_mask
+from mtp_core.decoding.static import StaticSession
 from mtp_core.models.load import tiny_model
 from mtp_core.papers.p4.cyclic import (
     decode_mask,
@@ -286,6 +287,25 @@ def test_compiled_equals_eager_and_the_reference(model, traced):
             with torch.inference_mode():
                 seq.append(int(parallel_logits(model, DMTDSpec(e, d, how), torch.tensor([seq]), m)[0, -1].argmax()))
         assert dec.generate([prompts[2]], max_new, StopCriteria())[0].tokens == seq[len(prompts[2]) :], (e, d, how)
+
+
+def test_compiled_segments_stay_whole_after_hidden_state_forwards(traced):
+    """DMTD's compiled segments call the layers directly, so any hook on a layer is traced with them. The final
+    hidden states the tree and head decoders read (`layers.logits_and_hidden`: an eager forward and a compiled step
+    on a static cache, as Hydra's) install none, so on the same model the segments compile without a graph break
+    (transformers' output-capturing hooks, which `output_hidden_states` installs, broke them at every layer)."""
+    model = six_layers("llama")
+    ids = torch.tensor([random_prompts(1, seed=5)[0]])
+    pos = torch.arange(ids.shape[1])[None]
+    L.logits_and_hidden(model, 0, True, input_ids=ids)
+    session = StaticSession(model)
+    session.begin(1, ids.shape[1])
+    with torch.inference_mode():
+        session.step(ids, None, pos, keep=0, hidden=True)
+    torch._dynamo.utils.counters.clear()
+    dec = build_decoder("dmtd", model, _Tok(), tau=3, encoding_layers=1, decoding_layers=2, backend="compiled")
+    dec.generate(random_prompts(2, seed=6), 8, StopCriteria())
+    assert dec.compile_s > 0 and not torch._dynamo.utils.counters["graph_break"]
 
 
 def test_measured_plt_and_extras(model):
