@@ -16,7 +16,8 @@ For each `--shapes` entry (a hand-written config of a paper model, `SHAPES`), in
   default tree, paper 3's probing (bc 30) and paper 4's DMTD (E0D8, τ 3; eager and compiled), decoded end to end
   beside compiled greedy: tok/s, tokens per forward, and whether each lossless one emits compiled greedy's tokens
   (fresh heads draft little, so the speed here prices the drafters' overhead, not their acceptance; DMTD's speed
-  does not depend on its weights). `--drafters` picks the rows; DMTD runs before Hydra (comment in `drafters`).
+  does not depend on its weights). `--drafters` picks the rows. Hydra runs before DMTD: the hidden states it reads
+  leave DMTD's compiled layer segments whole (`decoding.layers.logits_and_hidden`), which this order shows.
 
 Sections after `--eager-only-after` seconds run eager only (compiling costs minutes a shape). Results are written
 after every section (atomically), to `--out`/<shape>_<device>.json.
@@ -174,12 +175,10 @@ def measure_shape(shape: str, args: argparse.Namespace, device: torch.device, wh
         heads = HydraHeads.for_trunk(model, num_heads=4, lm_head="own").to(device).eval()
         compiled = {"backend": "compiled"}
         dmtd = {"decoder": "dmtd", "tau": 3, "encoding_layers": 0, "decoding_layers": 8, "combine": "add"}
-        # DMTD before Hydra: once a decoder asks the model for hidden states, transformers hooks every layer, and
-        # DMTD's compiled layer segments break their graph at each hook (docs/measurements.md, "The fast decode path")
         decoders = {"greedy-compiled": {"decoder": "greedy", **compiled},
-                    "dmtd-tau3": dmtd, "dmtd-tau3-compiled": {**dmtd, **compiled},
                     "hydra-compiled": {"decoder": "hydra", "heads": heads, **compiled},
-                    "probing-compiled": {"decoder": "probing", "bc": 30, **compiled}}  # fmt: skip
+                    "probing-compiled": {"decoder": "probing", "bc": 30, **compiled},
+                    "dmtd-tau3": dmtd, "dmtd-tau3-compiled": {**dmtd, **compiled}}  # fmt: skip
         decoders = {k: v for k, v in decoders.items() if k == "greedy-compiled" or k in args.drafters}
         summary, gens = run_bench(loaded, decoders, prompts, args.new_tokens, batch_size=args.batch_size, warmup=1,
                                   repeats=args.repeats)  # fmt: skip
