@@ -1,4 +1,4 @@
-"""Paper 2's pilot (spec §4.1 "Pilot (build first)"): the data, learning rate and step count of the embedded heads,
+"""Paper 2's pilot: the data, learning rate and step count of the embedded heads,
 chosen on held-out validation windows, never on the test prompts the tables report.
 
 For each training dataset (`--datasets`: `pretrain` = packaged ShareGPT text, `pretrain_math` = the math train

@@ -3,7 +3,7 @@ speed-up modeled from measured layer costs beside the measured one.
 
 * Measured: the bench protocol (`mtp_core.bench.protocol.run_bench`: same weights, prompts and threads; warm-up; interleaved
   order; per-batch medians over repeats) on random prompts without stop criteria, so every row emits exactly
-  `--new-tokens` (the paper's protocol, A14); the weights do not matter then, only the schedule.
+  `--new-tokens` (the paper's protocol); the weights do not matter then, only the schedule.
 * Modeled: τ · t_full / (t_start(τ) + (τ-1) · t_late) with the layer costs measured on the live cache of the same
   prompts (`mtp_core.papers.p4.speed.measure_layer_costs`): what a perfect implementation of the schedule gains on
   this machine. measured / modeled is the decoder's efficiency (target >= 0.9). 1/PLT is the memory-bound ideal.

@@ -53,7 +53,7 @@ from mtp_core.train.launch.settings import check_training
 REPO = Path(__file__).resolve().parents[1]
 MFU = 0.40
 # Paper 4 trains `epochs` over the AM-Thinking rows its job keeps, unknown before the data is prepared; the estimate
-# assumes the ~1,800 steps of 512 rows the paper's one epoch was reported as (spec A8, unverified).
+# assumes the ~1,800 steps of 512 rows the paper's one epoch was reported as (unverified).
 P4_ROWS = 1800 * 512
 
 

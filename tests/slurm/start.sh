@@ -54,8 +54,8 @@ if missing; then
     command -v apt-get >/dev/null || unavailable "Slurm is not installed and there is no apt-get (Debian/Ubuntu only)"
     log "installing slurm-wlm munge slurmdbd mariadb-server (apt-get, --no-install-recommends)"
     # Until step 3 writes the real one, a provisional slurm.conf (not a dpkg conffile) makes the clients give up
-    # at once: without any, a client (the slurm executor plugin's `scontrol show config` in every snakemake call,
-    # G5) looks the controller up through DNS SRV records, which can take many seconds.
+    # at once: without any, a client (the slurm executor plugin's `scontrol show config` in every snakemake call)
+    # looks the controller up through DNS SRV records, which can take many seconds.
     [ -e /etc/slurm/slurm.conf ] || { mkdir -p /etc/slurm && printf '%s\n' "ClusterName=$CLUSTER" \
         SlurmctldHost=localhost MessageTimeout=1 >/etc/slurm/slurm.conf; }
     apt-get update -qq >"$STATE/apt.log" 2>&1 || unavailable "apt-get update failed (no package mirror?): $(tail -1 "$STATE/apt.log")"
@@ -128,7 +128,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 Waittime=0
-# Clients give up after 1 s when no controller answers (G5: otherwise every snakemake call with the slurm
+# Clients give up after 1 s when no controller answers (otherwise every snakemake call with the slurm
 # executor plugin installed waits ~9 s on 'scontrol show config' once the daemons are stopped).
 MessageTimeout=${MTP_SLURM_MESSAGE_TIMEOUT:-1}
 $GRES_LINES

@@ -12,7 +12,7 @@
   temporary workflow (the same command the pipeline's training rules run).
 
 The method is `toy` (the generic loop on a small MLP: a run is one `import torch` plus seconds), so the time goes to
-Slurm itself: a requeue waits for AuthInfo=cred_expire (10 s on the CI cluster, G12) and the scheduler interval.
+Slurm itself: a requeue waits for AuthInfo=cred_expire (10 s on the CI cluster) and the scheduler interval.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_snakemake_killed_then_rerun_reattaches_without_second_submission(tmp_pa
     state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout.strip()
     assert state in ("RUNNING", "PENDING", "COMPLETING"), state
 
-    unlock = _snakemake(work, "--unlock")  # G7: the killed run left its lock
+    unlock = _snakemake(work, "--unlock")  # the killed run left its lock
     text = unlock.communicate(timeout=120)[0]
     assert unlock.returncode == 0, text
     t0 = time.monotonic()

@@ -13,7 +13,7 @@ from .conftest import ACCOUNT, PARTITION, sacct_jobs
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 
 # This test module is not importable inside the job (pytest puts its root on sys.path, not on PYTHONPATH):
-# pickle its functions by value (reference 3.1 / 4.4 #12).
+# pickle its functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 

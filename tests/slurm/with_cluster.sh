@@ -12,7 +12,7 @@
 #   MTP_SLURM=off         do not start (or install) anything; the Slurm tests skip
 #   MTP_SLURM_REQUIRED=1  a cluster that cannot start is an error, and so is a skipped Slurm test
 # The daemons stay up until the command ends: with the slurm executor plugin installed, every snakemake call would
-# otherwise ask a dead controller for its config (reference G5; start.sh also sets MessageTimeout=1, so that
+# otherwise ask a dead controller for its config (start.sh also sets MessageTimeout=1, so that
 # such a call loses < 1 s rather than ~9 s).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -78,7 +78,7 @@ def test_dmtd_rows_run_at_the_trained_and_the_chosen_tau(tiny_run):
     chosen = json.loads((tiny_run / "results/analysis/p4/main/selected_tau.json").read_text())
     selected = json.loads((res / "p4-main-dmtd-selected.json").read_text())
     assert selected["decoder"]["params"]["tau"] == chosen["params"]["tau"]
-    assert selected["decoder"]["lossless"] is False  # `add` is not the vanilla function even at τ = 1 (A1)
+    assert selected["decoder"]["lossless"] is False  # `add` is not the vanilla function even at τ = 1
 
 
 def test_student_rows_run_on_the_trained_checkpoint(tiny_run):

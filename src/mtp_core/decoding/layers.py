@@ -3,7 +3,7 @@ subset's first layer, one cache whose layers may hold different lengths (paper 4
 `DynamicCache`, or on the compiled path a `StaticCache` whose layers write at their own positions; paper 2's
 cascaded heads run standalone decoder layers with the same helpers).
 
-The recipe that reproduces `model(...)` bit for bit (reference: transformers_layers_and_heads.md §1-2):
+The recipe that reproduces `model(...)` bit for bit:
 
 ```
 h    = embed(model, ids)
@@ -13,6 +13,9 @@ cs   = rope(model, h, pos)
 h    = run_layers(model, h, start, stop, pos=pos, mask=mask, rope=cs, cache=cache)
 logits = head(model, h)                                             # final norm + lm_head
 ```
+
+`logits_and_hidden` is a whole forward's logits with its final hidden states, read without transformers'
+output-capturing hooks (which would sit on the layers these helpers call).
 
 Supported: decoders whose layers are `model.model.layers`, with a rotary embedding at `model.model.rotary_emb`, a
 final `model.model.norm` and full attention in every layer (Llama, Qwen2, Qwen3, Mistral without a sliding window).

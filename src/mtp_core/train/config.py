@@ -1,6 +1,6 @@
 """`TrainConfig`: the keys of a `train:` config section, shared by every paper's training job.
 
-Defaults are paper 1's recipe (App. A.1 "Hyperparameters" + the official `ss.yaml`, reference §4.5): AdamW with
+Defaults are paper 1's recipe (App. A.1 "Hyperparameters" + the official `ss.yaml`): AdamW with
 betas (0.9, 0.95) and weight decay 0.1 (the paper says "PyTorch defaults"; the official config is what ran),
 2000 warm-up steps to a constant 1e-5, clipping at 1.0, global batch 128.
 """
@@ -30,7 +30,7 @@ class TrainConfig:
     official recipe; `optim.build_optimizer`).
     Schedule: `warmup_steps` of linear warm-up, then `schedule` = constant | cosine | linear decay to
     `min_lr_ratio * lr` at `max_steps` | wsd (constant, then a cosine decay to `min_lr_ratio * lr` over the last
-    `decay_fraction` of `max_steps`); `warmup_from_zero=True` reproduces the official first LR of 0 (G10).
+    `decay_fraction` of `max_steps`); `warmup_from_zero=True` reproduces the official first LR of 0.
     `grad_clip` (<= 0 disables); `precision` = auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16.
     `param_dtype`: the dtype of the trained parameters, their gradients and AdamW's states, whatever dtype the model
     was loaded in (the paper scale declares its models bf16 for inference): float32 (default) holds master weights

@@ -1,12 +1,12 @@
 """AdamW with decay / no-decay parameter groups, and the warm-up + constant (or decaying) LR schedule.
 
 Schedules after the warm-up: `constant`; `cosine` / `linear` decay over the rest of the run; `wsd`
-(warmup-stable-decay, Hu et al. 2024, MiniCPM; paper 2 App. B, ambiguity A12): constant, then a cosine decay to
+(warmup-stable-decay, Hu et al. 2024, MiniCPM; paper 2 App. B): constant, then a cosine decay to
 `min_lr_ratio` over the last `decay_fraction` of `max_steps`.
 
-Paper 1 App. A.1: AdamW, 2000 warm-up steps, then a constant 1e-5; the official config (reference §4.5) uses
+Paper 1 App. A.1: AdamW, 2000 warm-up steps, then a constant 1e-5; the official config (`ss.yaml`) uses
 betas (0.9, 0.95) and weight decay 0.1 with a fused AdamW. Its warm-up multiplies by `iter_num / warmup`
-before incrementing, so the first step runs at LR 0 (gotcha G10); ours reaches `(s + 1) / warmup` at step s
+before incrementing, so the first step runs at LR 0; ours reaches `(s + 1) / warmup` at step s
 (first step non-zero, peak at step `warmup - 1`) unless `warmup_from_zero`.
 """
 

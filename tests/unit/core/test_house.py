@@ -173,9 +173,14 @@ def test_plan_checks_load_without_torch(tmp_path):
 
 
 def test_nothing_refers_to_files_outside_the_repository():
-    """A user's clone has no design notes or paper texts beside it: no tracked file names them (the patterns are
-    built here so that this file does not match them)."""
-    outside = re.compile("|".join([r"\.\./" + "shared", "DESIGN" + r"\.md", r"\bpapers/0[1-5]_\w+\." + "txt"]))
+    """A user's clone has no design notes or paper texts beside it: no tracked file names them or cites their
+    sections and item tags (the patterns are built here so that this file does not match them)."""
+    notes = ["_official_code", "transformers_notes", "transformers_layers_and_heads", "_spec", "_anchors"]
+    notes += ["lm_eval_notes", "gpu_measurements", "snakemake_slurm_submitit"]
+    patterns = [r"\.\./" + "shared", "DESIGN" + r"\.md", r"\bpapers/0[1-5]_\w+\." + "txt"]
+    patterns += [r"\bgotcha G" + r"\d", r"\breference " + "§", r"\breference G" + r"\d", r"\bspec " + "§"]
+    patterns += [r"\bspec A" + r"\d", *(name + r"\." + "md" for name in notes)]
+    outside = re.compile("|".join(patterns))
     tracked = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True, check=True)
     hits = []
     for name in tracked.stdout.splitlines():

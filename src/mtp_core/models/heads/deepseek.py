@@ -4,17 +4,17 @@ Head k is ONE dense decoder layer of the trunk's own class on a 2d -> d projecti
 the token k steps ahead and the previous depth's state, sharing the trunk's embedding, rotary embedding and output
 head (read at call time, never stored: the state dict holds head weights only):
 
-    x^k_i = W_k [ enorm_k(E(t_{i+k})) ; hnorm_k(h^{k-1}_i) ]        (embedding first: A10, as DeepSeek-V3)
+    x^k_i = W_k [ enorm_k(E(t_{i+k})) ; hnorm_k(h^{k-1}_i) ]        (embedding first, as DeepSeek-V3)
     h^k_i = outnorm_k( Block_k(x^k_i) )      causal over i, RoPE at position i
     P^k_i = lm_head(h^k_i)                   predicts t_{i+k+1}
 
 `h^0` is the trunk's post-final-norm state (the lm_head input, `verify_tree(return_hidden=True)`'s `hidden`), and
-each head passes its normalised output down the cascade (A9: MiMo/FastMTP's convention; it makes every depth's
+each head passes its normalised output down the cascade (MiMo/FastMTP's convention; it makes every depth's
 input the same kind of vector, which is what looping a head to a deeper depth relies on).
 
 Depth d > K reuses head `((d - 1) mod K) + 1` (training-free looped extension, §3.3; `head_of`), with its own
 cache per depth. `extend` grows the heads by copying a group (looped extension with continued pre-training,
-Fig. 2; A13: the latest group seeds the next stage).
+Fig. 2; the latest group seeds the next stage).
 
 Two ways to run a depth, one computation (`depth_forward`): `forward_train` over whole windows (every position,
 the tokens rolled by k; positions past the window get `pad_id`, which causality keeps out of every scored
@@ -98,7 +98,7 @@ class MTPHead(nn.Module):
 @register_heads("deepseek_mtp")
 class DeepSeekMTPHeads(DraftHeads):
     """K cascaded heads. Config: `num_heads` K, `block` (the trunk's config as a dict, `block_config`), `concat`
-    (emb_first | hidden_first, A10)."""
+    (emb_first | hidden_first)."""
 
     def __init__(self, config: Mapping[str, Any]):
         super().__init__(config)
@@ -162,7 +162,7 @@ class DeepSeekMTPHeads(DraftHeads):
     def extend(self, new_heads: int, group: int | None = None, source: str = "latest") -> DeepSeekMTPHeads:
         """A copy with `new_heads` more heads, head K+j an exact copy of head `src(j)` of a group of `group` heads
         (default: all K): `latest` = the last `group` heads (4 -> 8: heads 5-8 <- 1-4; 8 -> 12: 9-12 <- 5-8),
-        `first` = the first `group`. "1 -> 8" is one stage of 7 copies of head 1 (A13)."""
+        `first` = the first `group`. "1 -> 8" is one stage of 7 copies of head 1."""
         k = self.num_heads
         group = k if group is None else int(group)
         if new_heads < 1 or not 1 <= group <= k or source not in ("latest", "first"):

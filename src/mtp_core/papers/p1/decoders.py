@@ -9,7 +9,7 @@ One implementation, `MaskMTPDecoder`, with an acceptance-rule hook (`accept`):
   batched function. This is the official `_mtp_next_tokens`: the first position with conf < tau ends the run,
   and a run of 0 falls back to 1.
 
-One step (official `_mtp_generate`, reference §6): the forward's input is [the tokens not yet in the cache] +
+One step (official `_mtp_generate`): the forward's input is [the tokens not yet in the cache] +
 [k-1 mask tokens]. The not-yet-cached tokens are exactly the tokens accepted by the previous step: their
 predictions were made while masks stood at their positions, so no KV entry of theirs exists and they are
 re-fed (`refeed` = number of tokens accepted last step; 2k-1 tokens per forward in steady Static-k, §4.5).
@@ -22,7 +22,7 @@ prompt + k-1 masks, so it already emits up to k tokens (`accepted[0]` counts the
 
 Stop handling (paper 1 appendix "Stopping criteria"): the accepted chunk is fed to `StopTracker`, which ends the
 row at its first EOS / stop string / the length limit and drops the rest of the chunk. The official code keeps
-tokens after an EOS inside the final chunk (gotcha G7) and stops *before* a step that could exceed the length
+tokens after an EOS inside the final chunk and stops *before* a step that could exceed the length
 (`cur_len + k <= max`), so it may return fewer tokens; we emit exactly `max_new_tokens` unless a stop hits.
 Near the limit the step's k is capped at the largest number of tokens a live row may still emit: by causality
 the kept predictions are the same as with the full k, only cheaper. `accepted[i]` is capped at the row's

@@ -31,14 +31,14 @@ Reductions: every term is a mean over its token positions in the micro-batch. Th
 number of supervised MTP slots) lets the training loop average over the whole global batch by tokens
 (`mtp_core.train.loop`, `loss_weighting="tokens"`), or per micro-batch as the official code does.
 
-Where the official code (reference `mtp_self_distillation_official_code.md` §4) differs:
-* it never multiplies by P_T(y'|x) (gotcha G6): its hard/soft losses are token-level CE, as ours; `eq3` is
+Where the official code differs:
+* it never multiplies by P_T(y'|x): its hard/soft losses are token-level CE, as ours; `eq3` is
   the paper's formula as written;
 * its prefix loss is the mean over regions of each region's mean NLL; ours is the token mean over the prefix
   slots (identical when regions have equal prefix counts, which holds except for region 0 at offset < 0 and
   the tail);
 * it projects logits at every slot; ours only where a term needs them (the numbers are the same);
-* its "hard self" supervision (post-paper, G1) is not implemented.
+* its "hard self" supervision (post-paper) is not implemented.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def attention_mask_for(model: Any, batch: BlockedBatch, bda: bool | None = None,
 
     flex: a flex_attention `BlockMask` (GPU training; `attention="flex"`, or "auto" when the model runs
     flex_attention); sdpa: a bool [B,1,S,S] mask; eager: a float additive mask (a bool mask is silently wrong
-    in eager attention, transformers_notes.md).
+    in eager attention).
     """
     impl = _attn_impl(model)
     if attention == "flex" or (attention == "auto" and impl == "flex_attention"):

@@ -5,11 +5,11 @@ according to the mean and variance of the existing pretrained embeddings." We dr
 N(mean, covariance) of the real-token rows (the rows `0..len(tokenizer)-1` before the token is added; spare
 padding rows of the matrix are not statistics of the vocabulary), with a seeded generator, for the input
 embedding and, when untied, for the output embedding too. One id serves every mask slot (the paper and the
-README; the official training code adds the within-span slot number, gotcha G2).
+README; the official training code adds the within-span slot number).
 
-Differences from the official `add_mtp_tokens.py` (reference §2): it adds 32 tokens, and it initialises rows
+Differences from the official `add_mtp_tokens.py`: it adds 32 tokens, and it initialises rows
 (via HF `mean_resizing`, whose draw uses 1e-9 times the covariance, i.e. essentially the mean) only when the
-matrix is resized; with spare rows (Qwen3, gotcha G4) the token gets an untrained padding row. We initialise in
+matrix is resized; with spare rows (Qwen3) the token gets an untrained padding row. We initialise in
 both cases. `cov_scale` scales the covariance (1e-9 gives HF's near-mean init).
 
 Singular covariance (fewer real rows than the hidden size, or collinear rows): a Cholesky factor is tried first;

@@ -10,7 +10,7 @@ Layout (`d = offset`, `-(P-1) <= d <= 0`, the official code's sign convention, �
 `u = s - d`, region `r = u // W`, in-region index `j = u % W` and source position `r*P + j + d`; it is a mask
 iff `j >= P` and `r < M`. A negative offset shifts every boundary left by `|d|`: region 0 keeps only `P - |d|`
 GT tokens and the last `|d|` slots form an unsupervised GT tail (region id `M`) that continues the source.
-Worked example (reference §3): S=18, M=3, k=3, d=-2 gives sources
+Worked example: S=18, M=3, k=3, d=-2 gives sources
 `[0,1,2,3,2,3,4,5,6,7,6,7,8,9,10,11,10,11]`, masks at slots 2,3,8,9,14,15 and prediction slots 1-3, 7-9, 13-15.
 
 Prediction slots of region `r` (§3.2): its last GT slot (which predicts y_{t+1} as plain NTP) and its `K` masks,
@@ -26,8 +26,8 @@ masks of its own span causally, or the whole span with `bda=True` (the BDA ablat
 function gives the dense boolean / float-additive `[B,1,S,S]` masks (SDPA, CPU training) and the
 flex_attention `BlockMask` (GPU).
 
-Where the official code (reference `mtp_self_distillation_official_code.md`) differs, on purpose:
-* one mask id in every slot (its training inputs hold `mask_id + j`, gotcha G2);
+Where the official code differs, on purpose:
+* one mask id in every slot (its training inputs hold `mask_id + j`);
 * the end region uses the shifted region boundaries for negative offsets (it uses the unshifted ones,
   which can drop the region that holds the end one region early), and counts `eos_ids` as well as padding
   (it looks for the first target equal to `pad_token_id` only; with `eos_ids=()` ours does the same);
@@ -35,7 +35,7 @@ Where the official code (reference `mtp_self_distillation_official_code.md`) dif
   the span's masks, so that GT logit is no longer the NTP logit);
 * trailing padding beyond the last supervised region is excluded from attention (it attends to everything;
   this never changes a supervised logit, since those slots come later in slot order);
-* k and the offset come from independent seeded streams; `coupled_draw=True` reproduces its coupled draw (G3).
+* k and the offset come from independent seeded streams; `coupled_draw=True` reproduces its coupled draw.
 
 Complexity: the layout is O(S); building a batch is O(B * S) gathers plus O(B * S) for the end search, with
 loops only over rows when the input is a list; the dense mask is O(B * S^2); `create_block_mask` evaluates
@@ -54,7 +54,7 @@ import torch
 
 from .settings import check_geometry
 
-# seed of the official coupled draw: Random(step + rank * 12345678) (reference §3, gotcha G3)
+# seed of the official coupled draw: Random(step + rank * 12345678)
 _OFFICIAL_RANK_STRIDE = 12345678
 
 
@@ -375,7 +375,7 @@ def draw_k_offset(
     (Static-k ablation), `random_offset=False` gives offset 0. `coupled_draw=True` reproduces the official
     draw bit for bit (at seed 0): `k = Random(s).randint(k_min, k_max)` and `offset = -Random(s).randint(0, P-1)`
     with the same `s = seed + step + rank * 12345678`, so both are first draws of identically seeded
-    generators and strongly coupled (reference gotcha G3: for k=9 at S=160, M=5 the offset is always -14 or -15).
+    generators and strongly coupled (for k=9 at S=160, M=5 the offset is always -14 or -15).
     """
     if not 1 <= k_min <= k_max:
         raise ValueError(f"need 1 <= k_min ({k_min}) <= k_max ({k_max})")

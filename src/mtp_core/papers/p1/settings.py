@@ -72,7 +72,7 @@ class P1Config:
 
     seq_len N=160 and num_regions M = N / (2 k_max) = 5 (App. A.1; None computes it); k uniform in
     [k_min, k_max] = [2, 16] per (step, micro-batch) unless `random_k=False` (Static-k ablation: k = k_max);
-    random offsets unless `random_offset=False`; `coupled_draw` (official G3); `bda` (Table 4 BDA ablation,
+    random offsets unless `random_offset=False`; `coupled_draw` (the official draw); `bda` (Table 4 BDA ablation,
     student only); `template` auto (the model's `chat_template` flag) | chat | plain; `append_eos`;
     `shuffle` and `seed` of the row order; `teacher_dtype` (e.g. "bfloat16" to halve the teacher's memory;
     None = the student's dtype); `mask_cov_scale`: the `<MTP>` row is a draw from N(mu, scale * Sigma) of the

@@ -1,6 +1,6 @@
 """Paper 1's step function and data pipeline for the generic loop (`mtp_core.train.loop.train`).
 
-Data (§5.1, App. A.1 "Chat Templating", reference §5 templates): each row (`query`, `response`) becomes one
+Data (§5.1, App. A.1 "Chat Templating", the official code's templates): each row (`query`, `response`) becomes one
 example, never packed:
 * `chat` (SmolLM2, Llama-Magpie): the tokenizer's chat template over [user: query, assistant: response],
   without a generation prompt (the official `query_resp_chat`), tokenised with `add_special_tokens=False`

@@ -7,8 +7,8 @@ then exactly those of a teacher-forced forward of the heads over the greedy cont
 trunk and the heads over prompt + greedy continuation gives, for every position p and depth k, whether head k's
 prediction at p equals x_{p+k+1} (`match`), and the decoder's accepted count at every step follows by walking
 the steps: m = the number of leading depths that match at position n-1 (at most D), then n += m + 1, until the
-stop criteria (the decoder's own `StopTracker`) end the row. The last step counts in full, as in Algorithm 1
-(A14); the continuation must therefore run D + 1 tokens past the budget, ignoring stops.
+stop criteria (the decoder's own `StopTracker`) end the row. The last step counts in full, as in Algorithm 1;
+the continuation must therefore run D + 1 tokens past the budget, ignoring stops.
 
 The counters these steps give, and AR and CAR from them: `counters`.
 """

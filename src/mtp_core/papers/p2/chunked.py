@@ -5,7 +5,7 @@ training never holds a full-vocabulary tensor for every position at once.
 head `project` (the trunk's lm_head) and returns what `p2_loss` returns on their logits. A chunk is a range of
 target tokens t_a .. t_{b-1} of every window: the main head's rows a-1 .. b-2, head k's rows a-1-k .. b-2-k (from
 row 0 on: head k has no target before t_{k+1}). Every term of a target lies in one chunk: its main-head row (the
-CE, the teacher of every head on that target, Eq. 2, A1), the Top-N index set drawn from that row once for all
+CE, the teacher of every head on that target, Eq. 2), the Top-N index set drawn from that row once for all
 heads (Eq. 3), and an ensemble's teacher rows P^j on the same target (App. E.2.2). So each chunk adds its terms'
 sums, each divided by the term's row count over the whole batch, and the chunks add up to the loss of the whole
 batch (float rounding apart: sums in another order). Each chunk runs inside `torch.utils.checkpoint`: its forward

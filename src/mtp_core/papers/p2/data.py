@@ -2,7 +2,7 @@
 paper scale), and the feature cache that runs a frozen trunk once for every run that shares it.
 
 **Windows.** The stream of a `pretrain_text` dataset is cut into non-overlapping windows of `seq_len` tokens
-(documents packed with their EOS separators; cross-document targets are not masked, A21). The last `val_tokens`
+(documents packed with their EOS separators; cross-document targets are not masked). The last `val_tokens`
 tokens are held out: the validation windows. Training reads window `order[r]` at stream position r, with
 `ShuffledOrder(n_train, seed)` (a pure function of the seed, so any process reads any row and a resumed run reads
 what an uninterrupted one would).

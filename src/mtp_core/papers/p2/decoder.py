@@ -2,7 +2,7 @@
 the tree core: a chain of D drafts per step (D = K, or D > K looping the heads, §3.3), greedy acceptance and KV
 commit (`decoding.tree`), lossless, any batch size.
 
-**The same head computation as training (Algorithm 1 without its recompute, A15).** Algorithm 1 runs every head
+**The same head computation as training (Algorithm 1 without its recompute).** Algorithm 1 runs every head
 over every position after each verification: head k at position i reads (h^{k-1}_i, x_{i+k}), so at the last
 position n-1 (x_n is the newest verified token) head k attends to its own states at positions n-k+1 .. n-2, whose
 tokens x_{n+1} .. are drafts. With a per-depth KV cache the same states come from one chunk per depth and step

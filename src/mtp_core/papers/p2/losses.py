@@ -2,21 +2,21 @@
 
     L = w_main CE(Q, t) + Σ_k α_k CE(P^k, t_{+k+1}) + Σ_k β_k KL_k
 
-Every term is a per-token mean at temperature 1 (A20); w_main = 1 (A8); α_k = 0.3 per head (A2, literal;
+Every term is a per-token mean at temperature 1; w_main = 1; α_k = 0.3 per head (literal;
 `normalize_by_heads` divides by K as DeepSeek-V3's λ/K); the MTP baseline is β = 0.
 
-**Alignment (A1).** Over a window t_0 .. t_{S-1}, the main logits Q_i predict t_{i+1}; head k's P^k_i predicts
+**Alignment.** Over a window t_0 .. t_{S-1}, the main logits Q_i predict t_{i+1}; head k's P^k_i predicts
 t_{i+k+1} and is scored for i <= S-2-k. Its teacher is the main head on the same target token: Q_{i+k} (Eq. 2
 indexes both with k+1:T+1), detached by default (stop-gradient, "sg").
 
-**Top-N KL (Eqs. 3-5, A3-A5).** I = TopK(Q_t, N) once per target, shared by all heads; q = softmax(Q_t[I]) and
-log p = log_softmax(P^k[I]), renormalised within I (A4: with it N = 1 gives exactly 0, matching Table 2's N = 1
+**Top-N KL (Eqs. 3-5).** I = TopK(Q_t, N) once per target, shared by all heads; q = softmax(Q_t[I]) and
+log p = log_softmax(P^k[I]), renormalised within I (with it N = 1 gives exactly 0, matching Table 2's N = 1
 row ≈ the CE-only baseline; `norm: full` takes the full-vocabulary softmax, then selects). Directions: `forward` =
-Σ_I q (log q - log p) = KL(teacher ‖ student), PyTorch's `kl_div` order (A3); `reverse` (Eq. 8) = Σ_I p (log p -
-log q); `hybrid` = w forward + (1 - w) reverse, w = 0.5 (A6). `index: union` ("10000×2") = TopK(Q, N) ∪
-TopK(P^k, N), chosen without gradient, softmax masked to the union (A5).
+Σ_I q (log q - log p) = KL(teacher ‖ student), PyTorch's `kl_div` order; `reverse` (Eq. 8) = Σ_I p (log p -
+log q); `hybrid` = w forward + (1 - w) reverse, w = 0.5. `index: union` ("10000×2") = TopK(Q, N) ∪
+TopK(P^k, N), chosen without gradient, softmax masked to the union.
 
-**Teachers (App. E.2.2, A7).** `main`; `ensemble_mean`: head k's teacher is the uniform mean of the logits of
+**Teachers (App. E.2.2).** `main`; `ensemble_mean`: head k's teacher is the uniform mean of the logits of
 {main, heads 1..k-1} on the same target (Q_{i+k}, P^1_{i+k-1}, .., P^{k-1}_{i+1}), detached; `ensemble_split`:
 one KL per teacher of that set, each weighted β_k / |set|. `weight_schedule` ("step weights"): α and β move
 linearly from their first to their second value over the first `until_step` steps (0.7 -> 0.3, 0.1 -> 0.5).
@@ -206,7 +206,7 @@ def p2_loss(
     total = cfg.main_weight * ce_main
     metrics: dict[str, Any] = {"loss_main": ce_main.detach()}
     depth_logits = {first_depth + i: x for i, x in enumerate(head_logits)}
-    # the main teacher's index set, once per target and shared by every head (Eq. 3, A4)
+    # the main teacher's index set, once per target and shared by every head (Eq. 3)
     main_idx = topn_index(main_logits, cfg.topn) if cfg.teacher == "main" else None
     with torch.no_grad():
         main_pred = main_logits.argmax(-1)

@@ -10,7 +10,7 @@ Names (derived here only):
   base model, or the trunk it trained), frozen with the old heads, with the source's merged method (the run's own
   `method` keys override it; `trunk` is always frozen). `group` defaults to the last stage's group: all K heads of
   a trained run, or the group the source extension itself copied, so that with `source: latest` each stage copies
-  the group the previous stage trained (4 -> 8 -> 12: heads 9-12 <- 5-8, not the first stage's 1-4; A13).
+  the group the previous stage trained (4 -> 8 -> 12: heads 9-12 <- 5-8, not the first stage's 1-4).
 * **Seeds.** A run with `seeds: n` trains n times: as itself (`train.seed`) and as replicates `<run>-seed<i>`
   (i = 1 .. n-1, `train.seed + i`), full runs in every other respect (training, acceptance, validation), which
   Tables 1 and 7 read for the spread of each number over seeds. With a frozen trunk and its feature cache the

@@ -83,8 +83,8 @@ class P2Config:
 
     `seq_len` window tokens; `val_tokens` held out at the stream's end; `window_seed` the window order;
     `num_heads` K; `trunk` frozen | last_layers | all with `trunk_layers`; `init` copy_last | normal (the heads'
-    initialisation, `DeepSeekMTPHeads.from_trunk`); `concat` (A10); `feature_cache` (frozen trunks only: read the
-    trunk's features from the cache instead of running it)."""
+    initialisation, `DeepSeekMTPHeads.from_trunk`); `concat` (emb_first | hidden_first); `feature_cache` (frozen
+    trunks only: read the trunk's features from the cache instead of running it)."""
 
     seq_len: int = 4096
     val_tokens: int = 100_000

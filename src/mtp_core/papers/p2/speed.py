@@ -7,7 +7,7 @@ protocol compared only with itself, then per row:
 * `speedup_vs_baseline` (the paper's metric) beside `speedup_vs_greedy`, overall and per prompt set;
 * the decoded head counters (A, C_cmp, C_step, AR, CAR, τ from the decoder's own accepted counts), to set beside
   the teacher-forced simulation's;
-* a modeled speed, free of timing noise (A16: never derived from τ), for the KV-cached rows: every forward priced
+* a modeled speed, free of timing noise (never derived from τ), for the KV-cached rows: every forward priced
   by a cost table measured on the job's first prompt, in one-row (greedy) steps: the verification chunk
   (`cost.calibrate_on_prompt`) plus each depth's head chunk (its m + d rows and one lm_head row, `head_costs`);
   prefills excluded, as for greedy. (Uncached steps cost what the whole sequence costs: no such table prices them.)

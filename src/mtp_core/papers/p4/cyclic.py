@@ -1,7 +1,7 @@
 """The cyclical schedule of DMTD as pure functions: which columns are cycle starts (the mask M of Eq. 3), the cycle
 offset of every prediction, and the Percentage of Layers per Token (Eq. 7).
 
-Two schedules (reference transformers_layers_and_heads.md §2, spec A2/A3):
+Two schedules:
 
 * **training** (phase A, §2.1 Eq. 3): `m_i = 1 iff (i + offset) mod τ == 0`, `i` the token's position in its row
   (its column when rows are not packed; the official code's `arange(seq_len) % mtp_horizon`; `offset` 0 for
@@ -62,7 +62,7 @@ def is_cycle_start(step: int, tau: int) -> bool:
 
 
 def plt(num_layers: int, tau: int, decoding_layers: int, encoding_layers: int = 0) -> float:
-    """Percentage of Layers per Token (Eq. 7), extended to ExDy (A15: late-only steps run the encoding layers
+    """Percentage of Layers per Token (Eq. 7), extended to ExDy (late-only steps run the encoding layers
     too): 1/τ + (τ-1)/τ · (L_e + L_d)/L; the paper's formula at E = 0."""
     _check_tau(tau)
     return 1.0 / tau + (tau - 1) / tau * (encoding_layers + decoding_layers) / num_layers

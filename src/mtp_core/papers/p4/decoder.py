@@ -10,7 +10,7 @@ prefill emits the first new token). Generation step g >= 1 feeds the token emitt
   caches in order; only the last row h_think_c continues: combine(h_base_c, h_think_c) (Eq. 4 with M = 1) -> decoding
   layers -> head. The pending buffer empties.
 
-What makes the steps equal the parallel forward (reference §2, tested on every split and τ): explicit absolute
+What makes the steps equal the parallel forward (tested on every split and τ): explicit absolute
 positions for every subset call (never the cache-length default, which reads layer 0); each subset's mask built
 against its own first layer (the refill's against layer E, a materialised lower-right causal mask; a late step's
 against layer L-D) before it appends; the encoding layers run once per token, their pending outputs stored, never
@@ -78,7 +78,7 @@ class DMTDState:
 
     @property
     def late_layers(self) -> int:
-        """Layers a late-only step runs: the encoding and the decoding layers (A15)."""
+        """Layers a late-only step runs: the encoding and the decoding layers."""
         return self.first + self.num_layers - self.stop
 
     def layers_of_last_step(self) -> int:

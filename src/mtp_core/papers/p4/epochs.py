@@ -1,4 +1,4 @@
-"""The length of a DMTD training in epochs (§3.1: "for 1 epoch ... a warmup ratio of 0.1"; spec A8): `method.epochs`
+"""The length of a DMTD training in epochs (§3.1: "for 1 epoch ... a warmup ratio of 0.1"): `method.epochs`
 passes over the rows the job keeps, instead of a fixed `train.max_steps`, and `method.warmup_ratio` the warm-up as a
 share of the steps.
 
@@ -6,7 +6,7 @@ share of the steps.
   policy (`overlong: drop` removes rows, `truncate` keeps them) and the prompt filter (`train.sft.encode_rows` drops
   rows whose prompt fills `max_tokens`). The row stream (`train.loop.ShuffledOrder`) runs epoch after epoch without
   a gap, so the last step completes its batch with the first rows of the next epoch's order (at most
-  global batch − 1 rows seen twice) rather than leaving as many unseen (A8: ⌈kept rows / 512⌉ for one epoch).
+  global batch − 1 rows seen twice) rather than leaving as many unseen (⌈kept rows / 512⌉ for one epoch).
 * **Warm-up** = ⌈warmup_ratio · steps⌉, replacing `train.warmup_steps` when `warmup_ratio` is set (any run length).
 
 Exactly one of `train.max_steps` and `method.epochs` is set: the plan refuses neither and both, and a warm-up longer

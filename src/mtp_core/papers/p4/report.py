@@ -9,8 +9,8 @@
 * **Table 3** (`speed_table`): tokens/s per batch size of greedy ("Vanilla") and `dmtd` at each τ (τ = 1 is the
   same code path as the others: the cost twin), × vanilla measured (bench protocol) and modeled from measured layer
   costs (`speed.measure_layer_costs`), PLT and 1/PLT.
-* **Figure 4** (A12): measured speed-up over vanilla by batch size, a bar per τ, the modeled speed-up as markers
-  and 1/PLT as dashed lines. **Figure 5** (A13): training CE against training tokens (log x) per run, binned in
+* **Figure 4**: measured speed-up over vanilla by batch size, a bar per τ, the modeled speed-up as markers
+  and 1/PLT as dashed lines. **Figure 5**: training CE against training tokens (log x) per run, binned in
   log-spaced bins after warm-up, with the fit loss = a + b·log10(tokens) (slope per decade, R²).
 * **τ choice** (`select_tau`): among the τ the speed job measured, the fastest at batch size `batch_size` whose
   teacher-forced retention (held-out split) is at least the threshold; none qualifying, the one of highest retention.

@@ -92,7 +92,7 @@ class DMTDConfig(SFTConfig):
     `gradient_checkpointing` (module docstring), and the run length in `epochs` with its `warmup_ratio`
     (`epochs` module; None: `train.max_steps`, `train.warmup_steps`)."""
 
-    max_tokens: int = 4096  # the paper's rows (A6), not the SFT default
+    max_tokens: int = 4096  # the paper's rows, not the SFT default
     encoding_layers: int = 0
     decoding_layers: int = 8
     cycle: int = 3

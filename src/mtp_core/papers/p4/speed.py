@@ -1,7 +1,7 @@
 """Speed of DMTD (§3.4, Table 3, Fig. 4): random prompts, the bench protocol, and the speed-up modeled from measured
 layer costs beside the measured one.
 
-* **Prompts** (A14, the paper's "static input length ... randomly sampled from the vocabulary"): `prompts` rows of
+* **Prompts** (the paper's "static input length ... randomly sampled from the vocabulary"): `prompts` rows of
   `prompt_tokens` ids drawn uniformly (seeded) from the vocabulary without special ids; no stop criteria, so every
   row emits exactly `new_tokens` (speed does not depend on the weights then, only on the schedule).
 * **Layer costs** (`measure_layer_costs`, on the live cache of the prompts after their prefill): `full` = one token

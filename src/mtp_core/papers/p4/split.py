@@ -3,7 +3,7 @@
 L decoder layers are cut into encoding [0, E), thinking [E, L-D) and decoding [L-D, L) layers (`ExDy`); T = L-E-D
 must be >= 1, D = 0 is legal (Table 2's ExD0: the LM head reads the combined state directly).
 
-Eq. 4 (A1, settled by the official `modeling_mtpqwen3.py`): `combine: add` is `h_base + h_think ⊙ M` with h_base the
+Eq. 4 (settled by the official `modeling_mtpqwen3.py`): `combine: add` is `h_base + h_think ⊙ M` with h_base the
 *encoding* output (= h_emb at E = 0, the "alternatively" paragraph otherwise); h_think already carries the residual
 stream, so at a cycle start the decoding layers see h_base + h_think (τ = 1 `add` is not the vanilla function;
 fine-tuning absorbs it). `combine: select` is `where(M, h_think, h_base)` (bit-exact with the vanilla model at

@@ -1,4 +1,4 @@
-"""Teacher-forced quality of DMTD (spec §4.1): no generation, the response tokens of held-out (query, response) rows
+"""Teacher-forced quality of DMTD: no generation, the response tokens of held-out (query, response) rows
 scored position by position, per cycle offset j.
 
 For every row the model reads the rendered example (prompt + reference response) once; the thinking layers' output
@@ -11,7 +11,7 @@ j = τ-1: the furthest late-only prediction), under
   its last token, which is exactly what the `dmtd` decoder computes when it is fed the reference tokens (tested:
   equal to the decoder's teacher-forced logits), and
 * the **training schedule** (filter `train_schedule`, a diagnostic): Eq. 3's mask over the whole row, prompt
-  included (the train/test mismatch of A3 is the difference).
+  included (the difference between the two is the train/test mismatch).
 
 `vanilla` scores the plain model. Standard errors treat rows as clusters (the ratio estimator's linearised variance:
 tokens of one row are not independent).

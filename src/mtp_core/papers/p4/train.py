@@ -6,13 +6,13 @@ own forward computes Eqs. 1-5 and the loss is the plain next-token CE of Eq. 6. 
 path (late-only steps at offsets 1..τ-1, the cycle start at offset 0); gradients reach the thinking layers only
 through M = 1 columns; the FLOPs are those of one vanilla step.
 
-Resolved choices (spec §1.6): M from the token's position in its row (A2, the official `arange(seq_len) %
+Resolved choices: M from the token's position in its row (the official `arange(seq_len) %
 mtp_horizon`, `phase: row`; `phase: random` draws a per-row offset from (seed, step, micro-batch), mimicking the
-official packing, so every phase is trained); all parameters trained (A4, `train_embeddings: true`; `false` freezes
-the embeddings and LM head as the official `sft.py`); loss on the response (A5, `loss_on`); rows beyond
-`max_tokens` truncated or, as the official exporter, dropped (A6, `overlong`); `gradient_checkpointing`
+official packing, so every phase is trained); all parameters trained (`train_embeddings: true`; `false` freezes
+the embeddings and LM head as the official `sft.py`); loss on the response (`loss_on`); rows beyond
+`max_tokens` truncated or, as the official exporter, dropped (`overlong`); `gradient_checkpointing`
 non-reentrant (the official sft.py's); the run length `train.max_steps` or, as the paper, `epochs` of the rows kept
-with a `warmup_ratio` (§3.1, A8; `epochs` module); float32 master weights whatever dtype the model was loaded in
+with a `warmup_ratio` (§3.1; `epochs` module); float32 master weights whatever dtype the model was loaded in
 (the loop's `train.param_dtype`).
 
 The checkpoint records `config.dmtd = {encoding_layers, decoding_layers, combine, cycle, version}` and loads with

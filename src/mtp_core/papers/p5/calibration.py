@@ -1,6 +1,6 @@
 """Calibration tables: everything the offline search, the debiasing, the throughput model, the scheduler's τ
 sweep and the regime analysis need from the model, read once from greedy continuations of the calibration
-prompts (spec §4.2, the exact simulation at temperature 0).
+prompts (the exact simulation at temperature 0).
 
 At temperature 0 every lossless decoder emits the same greedy continuation x_1 .. x_n; a tree only changes where
 the steps start. Along an accepted path the drafted parents equal the true tokens, so a head's distribution there

@@ -1,5 +1,5 @@
 """The trunk's greedy continuations with its last hidden states at every position (paper 5's self-distillation
-data, §1.1 / Medusa `data_generation`, and the calibration of the offline search, spec §4.2), and the calibration
+data, §1.1 / Medusa `data_generation`, and the calibration of the offline search), and the calibration
 tables computed from them (`build_table`; the format is `calibration`'s).
 
 Decoded by the tree core itself (`TreeDecoder` drafting nothing: one plain verification forward per token), so

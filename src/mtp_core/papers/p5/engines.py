@@ -4,7 +4,7 @@ prompt and step the tree, the accept length and whether the policy read a score;
 the engine decoded). The debiasing, the throughput frontier and the τ and ladder sweeps are runs, priced by
 `throughput`. Two engines, the choice following the decoding regime (`P5Plan.search_engine`):
 
-* `OfflineEngine` (temperature 0, greedy acceptance; spec §4.2): the exact simulation on the calibration table,
+* `OfflineEngine` (temperature 0, greedy acceptance): the exact simulation on the calibration table,
   no forward. A decode at T 0 emits the trunk's greedy continuation whatever the tree, so every run reads the
   same table.
 * `rollout.RolloutEngine` (the paper's own, any regime; needed at T > 0, where the text depends on the tree): the

@@ -1,7 +1,7 @@
 """The acceptance frontier (paper 5 §3.1, Algorithm 1; entmtp `optimize_greedy_trees.py`), its debiasing (§3.1.1,
 App. B; `pareto_self_rollouts.py`) and the scheduler's simulation, exact at temperature 0 on calibration tables.
 
-**Simulation** (spec §4.2). A tree T (Medusa choices) accepts, in state s, the longest prefix of the rank path
+**Simulation**. A tree T (Medusa choices) accepts, in state s, the longest prefix of the rank path
 R[s, :] that is a node path of T, capped so that the bonus token stays within the continuation (0-based state
 i of n: at most n - i - 2 drafts); decoding starts at state 0 (the prefill emitted x_1) and moves on by
 accept + 1. This reproduces the decoder's forward count (1 + steps) and its per-step accept counts (its last

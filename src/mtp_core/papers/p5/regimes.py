@@ -4,7 +4,7 @@ feature against the accept length within trajectories, (b) the AUROC of a small 
 split by trajectory (sample), never by row.
 
 Rows come from the exact simulation of the default tree (`mc_sim_7b_63`, as the paper logs it) on a calibration
-table at temperature 0 (spec §4.2: the rollout the decoder would make). Features at step k (state i, root x_s):
+table at temperature 0 (the rollout the decoder would make). Features at step k (state i, root x_s):
 `block_start_entropy` = entropy (nats) of the root's trunk distribution; `entropy_smoothed_w{4,16}` = its
 bias-corrected EMA over the trajectory's steps up to k, beta = 1 - 1/W; `prev_accept_ema` = EMA (span 8, alpha =
 2 / 9, pandas `adjust=False`) of the accept lengths of steps before k; `prev_{3,5}_accept_avg`, `prev_5_accept_min`

@@ -1,4 +1,4 @@
-"""Paper 5's prompts per task, split into disjoint test / calibration / training prompts (spec §4.1; the paper
+"""Paper 5's prompts per task, split into disjoint test / calibration / training prompts (the paper
 draws its test and calibration prompts from one pool with different seeds, so they overlap, most of all on
 HumanEval's 164 problems: here they never do, and τ and the trees are chosen on calibration prompts only).
 

@@ -1,6 +1,6 @@
 """`python -m mtp_core.cli train`: run one training through submitit, wait for it, survive restarts.
 
-Every training rule is a local rule whose command is this launcher (reference §3.6, design "A"):
+Every training rule is a local rule whose command is this launcher:
 ```
 python -m mtp_core.cli train --output results/train/p1/main/train.json --method p1 \\
     --run-dir results/train/p1/main --settings '<run settings JSON or file>' --launcher '<launcher JSON or file>'
@@ -8,7 +8,7 @@ python -m mtp_core.cli train --output ... --method p1 --config config.yaml --run
 ```
 It builds `submitit.AutoExecutor(folder=<output>.submitit/%j, cluster=<launcher.cluster>)` (the cluster comes
 from config, `slurm` | `local` | `debug`, and is never auto-detected: `AutoExecutor` would pick Slurm wherever
-`srun` exists, G11), submits a `Trainer` (a `submitit.helpers.Checkpointable`) inside `clean_env()` (G6), and
+`srun` exists), submits a `Trainer` (a `submitit.helpers.Checkpointable`) inside `clean_env()`, and
 waits. Files next to the rule's output `<output>`:
 * `<output>.job.json`: job id, cluster, submitit folder, number of tasks, settings hash, and every submission
   ever made for this output; written as soon as a job is submitted;
@@ -34,7 +34,7 @@ RUNNING, REQUEUED, CONFIGURING, COMPLETING, RESIZING, SUSPENDED, PREEMPTED and C
 (the job id is its pid) is alive or when its result is there. A failed, cancelled or vanished job is replaced
 by a new submission, which resumes from the newest checkpoint. A job submitted with other settings is never
 re-attached; if it is still active the launcher stops with an error naming it. So after Snakemake is killed:
-`snakemake --unlock`, rerun (`rerun-incomplete`), and the launcher waits for the same job (G7).
+`snakemake --unlock`, rerun (`rerun-incomplete`), and the launcher waits for the same job.
 
 **Preemption and timeout.** On Slurm, `--signal=USR2@<signal_delay_s>` (submitit's default, 90 s) warns every
 task before the time limit, and `job._interrupt()` / a preemption sends SIGTERM then USR2. The trainer defers the

@@ -268,7 +268,7 @@ def submit(cfg: LauncherConfig, paths: Paths, trainer: Any, name: str, record: d
 
     ex = _executor(cfg, paths, name)
     try:
-        with clean_env():  # G6: no SLURM_*/SUBMITIT_*/torch.distributed variables leak into the new job
+        with clean_env():  # no SLURM_*/SUBMITIT_*/torch.distributed variables leak into the new job
             job = ex.submit(trainer)
     except Exception as e:
         raise LaunchError(f"submitting the training to {cfg.cluster} failed: {type(e).__name__}: {e}") from None
@@ -338,7 +338,7 @@ def wait(job: Any, info: dict, cfg: LauncherConfig, paths: Paths, max_steps: int
                 unknown_since = None
         else:
             over = state != "RUNNING"
-        if over:  # finished: give the filesystem a moment to show the result pickles (G15)
+        if over:  # finished: give the filesystem a moment to show the result pickles
             final_since = final_since or now
             if now - final_since > (30.0 if info["cluster"] == "slurm" else 3.0):
                 return state

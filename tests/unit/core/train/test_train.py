@@ -212,12 +212,12 @@ def test_generic_step_and_micro_batch_weighting(tmp_path):
 def test_schedule_values():
     s = WarmupSchedule(4)
     assert [s(i) for i in range(7)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0, 1.0]
-    z = WarmupSchedule(4, warmup_from_zero=True)  # official: LR 0 at the first step (gotcha G10)
+    z = WarmupSchedule(4, warmup_from_zero=True)  # official: LR 0 at the first step
     assert [z(i) for i in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
     c = WarmupSchedule(2, "cosine", max_steps=12, min_lr_ratio=0.1)
     assert c(2) == pytest.approx(1.0) and c(7) == pytest.approx(0.55) and c(12) == pytest.approx(0.1)
     assert WarmupSchedule(0, "linear", max_steps=10)(5) == pytest.approx(0.5)
-    # WSD (paper 2, A12): warm-up, stable, then a cosine to min over the last decay_fraction of the steps
+    # WSD (paper 2): warm-up, stable, then a cosine to min over the last decay_fraction of the steps
     w = WarmupSchedule(2, "wsd", max_steps=20, min_lr_ratio=0.0, decay_fraction=0.2)
     assert [w(i) for i in range(2)] == [0.5, 1.0] and all(w(i) == 1.0 for i in range(2, 16))
     assert w(16) == 1.0 and w(18) == pytest.approx(0.5) and w(19) == pytest.approx(0.5 * (1 + math.cos(0.75 * math.pi)))

@@ -272,7 +272,7 @@ def test_draws_independent_coupled_and_static():
     ks, offs = torch.tensor(draws, dtype=torch.float64).T
     frac = -offs / (32 - ks + 1)  # offset as a fraction of its range: independent of k
     assert abs(torch.corrcoef(torch.stack([ks, frac]))[0, 1]) < 0.08
-    # coupled: the official draw, first draws of two identically seeded Random objects (gotcha G3)
+    # coupled: the official draw, first draws of two identically seeded Random objects
     for step, rank in [(0, 0), (5, 1), (12345, 3)]:
         s = step + rank * 12345678
         k = random.Random(s).randint(2, 16)

@@ -16,7 +16,7 @@ def algorithm1(trunk, heads: DeepSeekMTPHeads, prompt: list[int], depths: int, b
     """Algorithm 1 line by line, without any cache: every iteration runs the main model f over all of x and each
     head g_k over all positions 0..n-1 (x_n = the newest verified token). Returns (verified tokens after the
     prompt, per-step m, per-step drafts, A, C_cmp, C_step). `budget` is N of line 7 (which counts the unverified
-    drafts in L_gen); EOS is not checked (line 32 would stop at a chat prompt's own end-of-turn tokens, A14)."""
+    drafts in L_gen); EOS is not checked (line 32 would stop at a chat prompt's own end-of-turn tokens)."""
     x, lp = list(prompt), len(prompt)
     a, c_cmp, c_step = [0] * depths, [0] * depths, 0
     steps, drafted = [], []

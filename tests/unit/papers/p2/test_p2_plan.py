@@ -53,7 +53,7 @@ def embedded():
 
 
 def test_each_extension_stage_copies_the_group_the_last_stage_trained(embedded):
-    """4 -> 8 -> 12 -> 16 (§3.3, A13): each stage copies the group its source stage trained (9-12 <- 5-8, 13-16 <-
+    """4 -> 8 -> 12 -> 16 (§3.3): each stage copies the group its source stage trained (9-12 <- 5-8, 13-16 <-
     9-12), through the settings the launcher gets; "1 -> 8" copies head 1, and a stage after it head 8."""
     cfg = copy.deepcopy(embedded)
     cfg["papers"]["p2"]["runs"]["loopd_1to8_to12"] = {"extend": {"from": "loopd_1to8", "new_heads": 4}}

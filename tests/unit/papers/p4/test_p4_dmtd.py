@@ -92,7 +92,7 @@ def test_hooked_forward_equals_layer_by_layer(attn):
             with dmtd_hooks(model, DMTDSpec(1, 2, "select"), ones):
                 assert torch.equal(model(ids).logits, plain)  # select with M ≡ 1 is the vanilla model
             with dmtd_hooks(model, DMTDSpec(0, 2, "add"), ones):
-                assert not torch.allclose(model(ids).logits, plain, atol=1e-2)  # add counts h_emb twice (A1)
+                assert not torch.allclose(model(ids).logits, plain, atol=1e-2)  # add counts h_emb twice
             assert torch.equal(model(ids).logits, plain)  # the hooks are gone after the context
 
 

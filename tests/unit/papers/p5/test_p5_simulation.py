@@ -1,4 +1,4 @@
-"""The exact offline simulation at temperature 0 (spec §4.2) against the real decoders: per-step accept counts and
+"""The exact offline simulation at temperature 0 against the real decoders: per-step accept counts and
 forwards of random trees (Medusa, Hydra++, plain Hydra; batch 1 and 2), the debiased value of a tree = its own
 decode, and the scheduler's simulated tree choices = the `entmtp` decoder's."""
 
