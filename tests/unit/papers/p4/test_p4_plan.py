@@ -170,6 +170,7 @@ def test_schema_defaults_are_the_papers_recipe():
         "cosine",
         1.0,
     )
+    assert t["loss_weighting"] == "tokens"  # Eq. 6's token mean, whatever the micro-batch size
     assert s["tables"]["table5"] == {"run": "main", "taus": [2, 3, 4, 5, 6], "untrained": False}
 
 

@@ -4,6 +4,7 @@ resume, the launcher method, and a test that training learns to decode late-only
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -19,7 +20,8 @@ from mtp_core.papers.p4.train import P4Step, encode_p4_rows, prepare_model
 from mtp_core.train import MicroBatchSpec, TrainConfig, read_curves, train
 from mtp_core.train.loop import StepContext
 from mtp_core.train.sft import SFTBatches
-from tests.conftest import tiny_spec
+from mtp_core.validation import load_config
+from tests.conftest import REPO, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -135,6 +137,35 @@ def test_config_errors_name_the_key():
     model = tiny_model(tiny_spec("llama", num_layers=6))
     with pytest.raises(ValueError, match="p4.method: encoding_layers \\+ decoding_layers = 2 \\+ 4"):
         prepare_model(model, DMTDConfig(encoding_layers=2, decoding_layers=4))
+
+
+@pytest.mark.parametrize("micro_batch_size", [1, 2])
+def test_the_step_gradient_is_the_token_mean_of_the_global_batch(tmp_path, micro_batch_size):
+    """Under paper 4's default weighting (its schema's), a step's gradient is that of Eq. 6's mean over every
+    response token of the global batch, written by hand from the rows alone: rows of 1 and 3 times the tokens
+    weigh 1:3, however the 4 rows are split into micro-batches (a mean of per-row means would weigh them 1:1)."""
+    cfg = DMTDConfig(encoding_layers=1, decoding_layers=2, cycle=3, max_tokens=128)
+    rows = [{"query": f"Say {w}.", "response": f"{w} " * n} for w, n in [("a", 2), ("b", 6), ("c", 3), ("d", 9)]]
+    torch.manual_seed(0)
+    model, tok = tiny_model(tiny_spec("llama", num_layers=6)), tiny_tokenizer()
+    prepare_model(model, cfg)
+    ref = copy.deepcopy(model)
+    batches = SFTBatches(encode_p4_rows(rows, tok, cfg, "chat"), tok.pad_token_id, cfg)
+    weighting = load_config(REPO / "config/tiny.yaml")["papers"]["p4"]["train"]["loss_weighting"]  # the schema's
+    tcfg = {"max_steps": 1, "global_batch_size": 4, "micro_batch_size": micro_batch_size, "warmup_steps": 0,
+            "grad_clip": 0, "checkpoint_every": 0, "progress": False, "loss_weighting": weighting}  # fmt: skip
+    train(P4Step(tok, cfg), model, batches, TrainConfig.from_dict(tcfg), tmp_path / "run")
+    ce = []
+    for i in batches.order.indices(0, 4):
+        ids, start = batches.examples[i]
+        t = torch.tensor([ids])
+        logits = parallel_logits(ref, cfg.spec, t, training_mask(len(ids), cfg.cycle, torch.tensor([0])))[0]
+        ce.append(torch.nn.functional.cross_entropy(logits[start - 1 : -1].float(), t[0, start:], reduction="none"))
+    assert len({len(c) for c in ce}) == 4  # rows of different lengths
+    torch.cat(ce).mean().backward()
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters(), strict=True):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-4, msg=name)
 
 
 def test_training_learns_exports_and_resumes(tmp_path):
