@@ -61,6 +61,8 @@ def _type(node: dict) -> str:
         return " \\| ".join(t)
     if t == "array" and isinstance(node.get("items"), dict) and node["items"].get("type"):
         return f"list of {node['items']['type']}"
+    if t is None and "allOf" in node:
+        return "object"
     if t is None and ("oneOf" in node or "anyOf" in node):
         return " \\| ".join(str(o.get("type", "object")) for o in node.get("oneOf") or node.get("anyOf"))
     return str(t or "")
@@ -74,13 +76,24 @@ def _default(node: dict) -> str:
     return _cell(f"`{json.dumps(node['default'])}`") if "default" in node else ""
 
 
+def _properties(schemas: _Schemas, node: dict, here: str) -> dict[str, tuple[dict, str]]:
+    """A node's keys, each resolved with the file it resolves in. Under `allOf` (a paper's own defaults listed
+    before the foundation's section) the members' keys merge, and an earlier member's fields win, as they do when
+    the schema fills in defaults."""
+    props = {key: schemas.resolve(child, here) for key, child in (node.get("properties") or {}).items()}
+    for member in reversed(node.get("allOf") or []):
+        member, member_here = schemas.resolve(member, here)
+        for key, (child, child_here) in _properties(schemas, member, member_here).items():
+            base, base_here = props.get(key, ({}, child_here))
+            props[key] = ({**base, **child}, base_here)
+    return props
+
+
 def _rows(schemas: _Schemas, node: dict, here: str, path: str, depth: int = 0) -> list[str]:
     node, here = schemas.resolve(node, here)
     rows = []
-    props = node.get("properties") or {}
     extra = node.get("additionalProperties")
-    for key, child in props.items():
-        child_r, child_here = schemas.resolve(child, here)
+    for key, (child_r, child_here) in _properties(schemas, node, here).items():
         full = f"{path}.{key}" if path else key
         rows.append(f"| `{full}` | {_type(child_r)} | {_default(child_r)} | {_cell(child_r.get('description', ''))} |")
         if depth < 4:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import torch
 import yaml
 
 from mtp_core.config.settings import ConfigError
@@ -141,3 +142,28 @@ def test_paper_scale_declares_the_papers_runs_and_tasks():
     launcher = plan.launcher_settings("main")
     assert launcher["tasks_per_node"] == 4 and launcher["gpus_per_node"] == 4
     assert plan.run("main").train["global_batch_size"] == 4 * 32
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "config/paper.yaml"])
+def test_every_parameter_is_weight_decayed_as_the_official_adamw(config):
+    """App. A.1 trains with AdamW at "PyTorch default settings" and the official code hands it every parameter at
+    weight decay 0.1: a step of the run's optimiser on zero gradients shrinks the norm gains too (1-D parameters a
+    decay/no-decay split would leave alone), every parameter by the factor 1 - lr * wd written by hand."""
+    from mtp_core.models.load import tiny_model
+    from mtp_core.train import TrainConfig
+    from mtp_core.train.optim import build_optimizer
+    from tests.conftest import tiny_spec
+
+    train = P1Plan(load_config(REPO / config)).run_settings("main")["train"]
+    # the run's optimiser at a learning rate large enough for the decay to clear float32's tolerance
+    cfg = TrainConfig.from_dict({**train, "lr": 0.1, "max_steps": 10, "warmup_steps": 0, "fused": False})
+    model = tiny_model(tiny_spec("llama", num_layers=1))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = build_optimizer(model, cfg)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    norms = [n for n in before if n.endswith("norm.weight")]
+    assert norms and cfg.weight_decay == 0.1
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), before[n] * (1 - cfg.lr * cfg.weight_decay), msg=n)
