@@ -14,6 +14,8 @@ import pandas as pd
 STAT_COLUMNS = (
     "tokens_per_forward",
     "tokens_per_forward_std",
+    "tokens_per_forward_pooled",
+    "tokens_per_forward_pooled_se",
     "effective_k",
     "effective_k_std",
     "new_tokens_mean",
@@ -189,6 +191,9 @@ def _stats(path: str, s: Any, where: str = "decode_stats") -> dict[str, float]:
         return {
             "tokens_per_forward": _num(tpf.get("mean")),
             "tokens_per_forward_std": _num(tpf.get("std")),
+            # records written before the pooled figure have its parts: all new tokens over all forwards
+            "tokens_per_forward_pooled": _num(tpf["pooled"]) if "pooled" in tpf else _ratio(new, s),
+            "tokens_per_forward_pooled_se": _num(tpf.get("pooled_se")),
             "effective_k": _num(ek.get("mean")),
             "effective_k_std": _num(ek.get("std")),
             "new_tokens_mean": _num(new.get("mean")),
@@ -204,6 +209,12 @@ def _stats(path: str, s: Any, where: str = "decode_stats") -> dict[str, float]:
         }
     except (TypeError, ValueError) as e:
         raise ResultFileError(path, f"{where}: non-numeric statistic ({e})") from None
+
+
+def _ratio(new: dict, s: dict) -> float:
+    """All new tokens over all forward passes of a record's statistics (NaN without them)."""
+    total, forwards = _num(new.get("total")), _num(s.get("forward_passes"))
+    return total / forwards if forwards > 0 else math.nan
 
 
 def _num(v: Any) -> float:

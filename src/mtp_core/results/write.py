@@ -10,7 +10,7 @@ beside it holding the per-sample records. Schema (`RESULT_VERSION` 1):
     decoder       {"name", "lossless", "params"}
     n             number of samples
     metrics       {"<metric>,<filter>": {"value", "stderr"}}  (eval only; stderr may be null)
-    decode_stats  {"tokens_per_forward": {mean, std}, "effective_k": {mean, std},
+    decode_stats  {"tokens_per_forward": {mean, std, pooled, pooled_se}, "effective_k": {mean, std},
                    "new_tokens": {mean, std, total}, "forward_passes": total, "tokens_per_s", "wall_s",
                    and from the bench protocol "compile_s" (seconds spent compiling, never in "wall_s")}
     per_category  {category: decode_stats}  (decode only, when prompts carry categories)
@@ -40,6 +40,19 @@ def mean_std(values: Sequence[float]) -> dict[str, float | None]:
         return {"mean": None, "std": None}
     arr = np.asarray(values, dtype=float)
     return {"mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else None}
+
+
+def pooled_ratio(num: Sequence[float], den: Sequence[float]) -> dict[str, float | None]:
+    """Σ num / Σ den over the samples, with its standard error (the ratio estimator's linearisation, each sample
+    one cluster: sqrt(n / (n - 1) · Σ (num_i - ratio · den_i)²) / Σ den); None where it is undefined."""
+    total = float(sum(den))
+    if len(num) == 0 or total <= 0:
+        return {"pooled": None, "pooled_se": None}
+    ratio = float(sum(num)) / total
+    if len(num) < 2:
+        return {"pooled": ratio, "pooled_se": None}
+    resid = np.asarray(num, dtype=float) - ratio * np.asarray(den, dtype=float)
+    return {"pooled": ratio, "pooled_se": math.sqrt(len(num) / (len(num) - 1) * float(resid @ resid)) / total}
 
 
 def effective_k(accepted: Sequence[int], answer_tokens: int) -> float:
@@ -81,6 +94,8 @@ def answer_token_count(tokenizer: Any, tokens: Sequence[int], answer_text: str) 
 def decode_stats(gens: Sequence[GenerationResult], answer_tokens: Sequence[int] | None = None) -> dict:
     """Aggregate statistics of generations decoded together.
 
+    Tokens per forward: the mean over samples of each one's ratio (± std across samples), and pooled, all new
+    tokens over all forward passes (± its standard error: `pooled_ratio`), the tokens per model call.
     Tokens/s divides all new tokens by the summed wall time of the distinct batches they were decoded in
     (rows of one batch share their batch's times). `answer_tokens` (per sample) enables effective k; without
     it, effective k uses the full generation.
@@ -90,7 +105,10 @@ def decode_stats(gens: Sequence[GenerationResult], answer_tokens: Sequence[int] 
     new = [len(g.tokens) for g in gens]
     wall = _batch_wall(gens)
     return {
-        "tokens_per_forward": mean_std([g.tokens_per_forward for g in gens]),
+        "tokens_per_forward": {
+            **mean_std([g.tokens_per_forward for g in gens]),
+            **pooled_ratio(new, [g.forward_passes for g in gens]),
+        },
         "effective_k": mean_std([effective_k(g.accepted, a) for g, a in zip(gens, answer_tokens)]),
         "new_tokens": {**mean_std(new), "total": int(sum(new))},
         "forward_passes": int(sum(g.forward_passes for g in gens)),

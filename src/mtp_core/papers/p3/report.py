@@ -5,8 +5,9 @@ Figure-2 analysis CSV.
 Every shown result is one (model, method, block complexity BC) setting of a decoding job that also ran greedy
 (the job's reference, `p3_plan.experiment_settings` names both files). Per setting the tables show
 
-* τ: mean over prompts of tokens emitted per forward pass, the bonus token included (paper 3's block
-  efficiency; greedy = 1; the prompt forward counts as a pass emitting one token), ± std across prompts;
+* τ: tokens emitted per forward pass, the bonus token included, pooled over the prompts (all new tokens over all
+  forward passes: §4's "tokens accepted and the bonus token per model call", so that model calls = N / τ; greedy
+  = 1; the prompt forward counts as a pass emitting one token), ± its standard error over prompts;
 * forward passes (total over prompts), tok/s (bench median), speed vs the job's own greedy run;
 * identical: the fraction of prompts whose tokens equal greedy's (1.0 for a lossless decoder; the lossless
   column).
@@ -48,7 +49,7 @@ LONG_COLUMNS = [
     "branching",
     "bc",
     "tau",
-    "tau_std",
+    "tau_se",
     "forward_passes",
     "tokens_per_s",
     "speedup",
@@ -84,8 +85,8 @@ def p3_frame(frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) -> pd.D
                 "masks": int(params.get("masks_per_step", 1)),
                 "branching": branching_label(params),
                 "bc": int(s["bc"]),
-                "tau": r["tokens_per_forward"],
-                "tau_std": r["tokens_per_forward_std"],
+                "tau": r["tokens_per_forward_pooled"],
+                "tau_se": r["tokens_per_forward_pooled_se"],
                 "forward_passes": r["forward_passes"],
                 "tokens_per_s": r["tokens_per_s"],
                 "speedup": _ratio(r["tokens_per_s"], ref["tokens_per_s"]),
@@ -113,8 +114,8 @@ def reference_rows(frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) -
                     "masks": 0,
                     "branching": "-",
                     "bc": bc,
-                    "tau": ref["tokens_per_forward"].mean(),
-                    "tau_std": math.nan,
+                    "tau": ref["tokens_per_forward_pooled"].mean(),
+                    "tau_se": math.nan,
                     "forward_passes": ref["forward_passes"].mean(),
                     "tokens_per_s": ref["tokens_per_s"].mean(),
                     "speedup": 1.0,
@@ -133,17 +134,17 @@ def method_table(
     reference: bool = False,
 ) -> Table:
     """The methods x BC layout of Tables 1-2 and the pruning ablation: a row per `index` key, per BC the columns
-    `BC<bc> τ (tokens/forward, incl. bonus)` (± std), forwards, tok/s, × greedy and identical. `reference`:
+    `BC<bc> τ (tokens/forward, incl. bonus)` (± standard error), forwards, tok/s, × greedy and identical. `reference`:
     prepend each model's greedy row (Table 1)."""
     long = p3_frame(frame, settings)
     if reference:
         long = pd.concat([reference_rows(frame, settings), long], ignore_index=True)
         long = long.iloc[_model_major(long)].reset_index(drop=True)
     long = long.assign(column=[f"BC{b}" for b in long["bc"]])
-    table = pivot_pm(long, list(index), "column", list(VALUES), ["tau_std", None, None, None, None], digits=2)
+    table = pivot_pm(long, list(index), "column", list(VALUES), ["tau_se", None, None, None, None], digits=2)
     names = {}
     for c in dict.fromkeys(long["column"]):
-        names |= {f"{c}/{v}": f"{c} {SHOWN[v]}" for v in VALUES} | {f"{c}/tau_std": f"{c} τ std"}
+        names |= {f"{c}/{v}": f"{c} {SHOWN[v]}" for v in VALUES} | {f"{c}/tau_se": f"{c} τ se"}
     table.digits |= {f"{c}/tokens_per_s": 1 for c in long["column"]}
     table.digits |= {f"{c}/forward_passes": 0 for c in long["column"]}
     return table.rename(names)
@@ -168,7 +169,8 @@ def p3_table(name: str, frame: pd.DataFrame, settings: Sequence[Mapping[str, Any
 
 
 def category_long(frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Per (setting, prompt category): model, title, bc, category, τ and its std across the category's prompts."""
+    """Per (setting, prompt category): model, title, bc, category, τ pooled over the category's prompts and its
+    standard error."""
     cats = category_frame(frame).set_index(["path", "category"])
     rows = []
     for s in settings:
@@ -183,11 +185,11 @@ def category_long(frame: pd.DataFrame, settings: Sequence[Mapping[str, Any]]) ->
                     "title": s["title"],
                     "bc": int(s["bc"]),
                     "category": cat,
-                    "tau": r["tokens_per_forward"],
-                    "tau_std": r["tokens_per_forward_std"],
+                    "tau": r["tokens_per_forward_pooled"],
+                    "tau_se": r["tokens_per_forward_pooled_se"],
                 }
             )
-    return pd.DataFrame(rows, columns=["model", "method", "title", "bc", "category", "tau", "tau_std"])
+    return pd.DataFrame(rows, columns=["model", "method", "title", "bc", "category", "tau", "tau_se"])
 
 
 def category_figure(

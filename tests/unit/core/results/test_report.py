@@ -146,6 +146,8 @@ def test_load_results_flattens_in_path_order(decode_paths):
         {"k": 3},
     )
     assert row["tokens_per_forward"] == 2.9 and row["tokens_per_forward_std"] == 0.25
+    # a record without the pooled figure (written before it): all its new tokens over all its forwards, no error
+    assert row["tokens_per_forward_pooled"] == 640 / 221 and math.isnan(row["tokens_per_forward_pooled_se"])
     assert row["tokens_per_s"] == 48.0 and row["forward_passes"] == round(40 * 16 / 2.9)
     assert row["new_tokens_total"] == 640 and row["n"] == 16 and row["config_hash"] == "0123abcd"
     assert f.iloc[0]["label"] == "greedy" and f.iloc[0]["params_str"] == ""

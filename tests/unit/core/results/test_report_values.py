@@ -161,7 +161,7 @@ def test_decoding_speed_figure_bars(decode_files, monkeypatch):
 
 def test_decode_stats_behind_the_columns_by_hand():
     """The statistics every table reads (`results.write.decode_stats`): per-prompt tokens per forward averaged over prompts
-    with the sample std (n - 1), effective k inside each answer, new tokens, forward passes, and tokens/s over the
+    with the sample std (n - 1) and pooled (all tokens over all forwards) with its standard error, effective k inside each answer, new tokens, forward passes, and tokens/s over the
     wall time of the distinct batches (two of the three prompts shared one batch)."""
     from mtp_core.decoding import GenerationResult
     from mtp_core.results.write import decode_stats
@@ -174,9 +174,13 @@ def test_decode_stats_behind_the_columns_by_hand():
     tpf = [2.0, 4 / 3, 2.5]
     mean = sum(tpf) / 3
     s = decode_stats(gens)
+    # pooled: 15 tokens over 3 + 3 + 2 forwards; its standard error from the residuals 6 - 15/8 * 3 = 0.375,
+    # 4 - 45/8 = -1.625 and 5 - 15/4 = 1.25: sqrt(3/2 * (0.375² + 1.625² + 1.25²)) / 8
     assert s["tokens_per_forward"] == {
         "mean": pytest.approx(mean),
         "std": pytest.approx((sum((x - mean) ** 2 for x in tpf) / 2) ** 0.5),
+        "pooled": pytest.approx(1.875),
+        "pooled_se": pytest.approx((1.5 * (0.375**2 + 1.625**2 + 1.25**2)) ** 0.5 / 8),
     }
     assert s["effective_k"]["mean"] == pytest.approx(mean)  # without answer lengths: the whole generation
     assert s["new_tokens"] == {"mean": 5.0, "std": 1.0, "total": 15}

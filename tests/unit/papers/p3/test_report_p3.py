@@ -25,7 +25,7 @@ CATS = ("coding", "writing")
 
 def decode_result(path: Path, decoder: str, params: dict, tau: float, tps: float, identical: float) -> str:
     stats = {
-        "tokens_per_forward": {"mean": tau, "std": 0.1},
+        "tokens_per_forward": {"mean": tau, "std": 0.3, "pooled": tau, "pooled_se": 0.1},
         "effective_k": {"mean": tau, "std": 0.1},
         "new_tokens": {"mean": 10.0, "std": 0.0, "total": 40},
         "forward_passes": int(40 / tau),
@@ -33,7 +33,10 @@ def decode_result(path: Path, decoder: str, params: dict, tau: float, tps: float
         "wall_s": 40 / tps,
         "identical_fraction": identical,
     }
-    per_cat = {c: {**stats, "tokens_per_forward": {"mean": tau + 0.1 * i, "std": 0.0}} for i, c in enumerate(CATS)}
+    per_cat = {
+        c: {**stats, "tokens_per_forward": {"mean": tau + 0.1 * i, "std": 0.0, "pooled": tau + 0.1 * i}}
+        for i, c in enumerate(CATS)
+    }
     write_result(
         str(path),
         make_result(
@@ -146,7 +149,7 @@ def test_table1_layout(tiny_cfg, tmp_path):
     write_table(table, tmp_path / "t1")
     md = (tmp_path / "t1.md").read_text()
     assert "incl. bonus" in md and "1.30 ± 0.10" in md and "Greedy (reference)" in md
-    assert "BC30 τ std" in pd.read_csv(tmp_path / "t1.csv").columns
+    assert "BC30 τ se" in pd.read_csv(tmp_path / "t1.csv").columns
 
 
 def test_table2_rows_carry_masks_and_branching(tiny_cfg, tmp_path):

@@ -25,16 +25,20 @@ BCS = (10, 30)
 
 
 def write(path: Path, decoder: str, params: dict, s: dict) -> str:
-    """A decode result whose statistics are `s` (tau, tau_std, forwards, tps, identical, n, per-category tau)."""
+    """A decode result whose statistics are `s` (tau pooled over prompts and its standard error tau_se, forwards,
+    tps, identical, n, per-category tau). The mean of per-prompt ratios is written too, and differs: not the τ."""
     stats = {
-        "tokens_per_forward": {"mean": s["tau"], "std": s["tau_std"]},
+        "tokens_per_forward": {"mean": s["tau"] + 0.5, "std": 0.3, "pooled": s["tau"], "pooled_se": s["tau_se"]},
         "effective_k": {"mean": s["tau"] + 5.0, "std": 0.0},  # not the table's τ
         "new_tokens": {"mean": 10.0, "std": 0.0, "total": 10 * s["n"]},
         "forward_passes": s["forwards"],
         "tokens_per_s": s["tps"],
         "identical_fraction": s["identical"],
     }
-    per_cat = {c: {**stats, "tokens_per_forward": {"mean": t, "std": 0.1}} for c, t in zip(CATS, s["cat_tau"])}
+    per_cat = {
+        c: {**stats, "tokens_per_forward": {"mean": t + 0.5, "std": 0.1, "pooled": t, "pooled_se": 0.01}}
+        for c, t in zip(CATS, s["cat_tau"])
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_result(
         str(path),
@@ -67,7 +71,7 @@ def experiment(tmp_path) -> tuple[list[dict], dict, pd.DataFrame]:
             ref = tmp_path / model / f"{method}-greedy.json"
             stats[str(ref)] = {
                 "tau": 1.0 + 0.001 * i,
-                "tau_std": 0.0,
+                "tau_se": 0.0,
                 "forwards": 100 + i,
                 "tps": 40.0 + 3 * i,
                 "identical": 1.0,
@@ -80,7 +84,7 @@ def experiment(tmp_path) -> tuple[list[dict], dict, pd.DataFrame]:
                 path = tmp_path / model / f"{method}-bc{bc}.json"
                 s = {
                     "tau": 1.2 + 0.01 * i,
-                    "tau_std": 0.02 * i,
+                    "tau_se": 0.02 * i,
                     "forwards": 60 + i,
                     "tps": 30.0 + 2.5 * i,
                     "identical": 1.0 - 0.125 * (i % 3),
@@ -118,12 +122,12 @@ def test_table1_every_cell_by_hand(experiment):
                 refs = [stats[s["reference"]] for s in settings if s["model"] == row["model"] and s["bc"] == bc]
                 assert len(refs) == 2
                 want = [sum(r[k] for r in refs) / 2 for k in ("tau", "forwards", "tps")] + [1.0, 1.0]
-                assert got == pytest.approx(want) and math.isnan(row[c + "τ std"])
+                assert got == pytest.approx(want) and math.isnan(row[c + "τ se"])
                 continue
             (s,) = [s for s in settings if (s["model"], s["title"], s["bc"]) == (row["model"], row["title"], bc)]
             st, ref = stats[s["path"]], stats[s["reference"]]
             assert got == pytest.approx([st["tau"], st["forwards"], st["tps"], st["tps"] / ref["tps"], st["identical"]])
-            assert row[c + "τ std"] == pytest.approx(st["tau_std"])
+            assert row[c + "τ se"] == pytest.approx(st["tau_se"])
 
 
 def test_table1_markdown_cells(experiment):
@@ -132,10 +136,10 @@ def test_table1_markdown_cells(experiment):
     shown = table.display()
     st = stats[settings[1]["path"]]  # ma, PLD, BC 30
     row = shown[(shown["model"] == "ma") & (shown["title"] == "PLD")].iloc[0]
-    assert row["BC30 τ (tokens/forward, incl. bonus)"] == f"{st['tau']:.2f} ± {st['tau_std']:.2f}"
+    assert row["BC30 τ (tokens/forward, incl. bonus)"] == f"{st['tau']:.2f} ± {st['tau_se']:.2f}"
     assert row["BC30 forwards"] == f"{st['forwards']:.0f}" and row["BC30 tok/s"] == f"{st['tps']:.1f}"
     assert row["BC30 identical"] == f"{st['identical']:.2f}"
-    assert "BC30 τ std" not in shown.columns
+    assert "BC30 τ se" not in shown.columns
 
 
 def test_table2_index_masks_and_branching(experiment):
