@@ -62,7 +62,11 @@ def run_evaluation(
         batch_size=settings.batch_size,
         chat_template_kwargs=settings.chat_template_kwargs,
     )
-    gen_kwargs = {"max_gen_toks": settings.max_gen_toks} if settings.max_gen_toks is not None else None
+    gen_kwargs: dict[str, Any] = {}
+    if settings.max_gen_toks is not None:
+        gen_kwargs["max_gen_toks"] = settings.max_gen_toks
+    if settings.until is not None:
+        gen_kwargs["until"] = list(settings.until)  # lm-eval replaces the task's list with this one
     log.info("evaluating %s on %s with %s (chat template %s)", loaded.name, task, lm.decoder.describe(), chat)
 
     t0 = time.perf_counter()
@@ -80,7 +84,7 @@ def run_evaluation(
             bootstrap_iters=settings.bootstrap_iters,
             apply_chat_template=chat,
             fewshot_as_multiturn=chat,
-            gen_kwargs=gen_kwargs,
+            gen_kwargs=gen_kwargs or None,
             log_samples=True,
         )
     wall = time.perf_counter() - t0

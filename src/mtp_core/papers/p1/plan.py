@@ -40,7 +40,7 @@ DYNAMICS_FIGURES = ("fig7", "fig8", "fig10", "fig11")
 CONFIDENCE_FIGURE = "fig6"
 FIGURES = ("fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11")
 BASELINE_DECODER = "greedy"
-EVAL_KEYS = ("limit", "batch_size", "max_gen_toks", "apply_chat_template", "num_fewshot", "bootstrap_iters")
+EVAL_KEYS = ("limit", "batch_size", "max_gen_toks", "until", "apply_chat_template", "num_fewshot", "bootstrap_iters")
 
 
 @dataclass(frozen=True)

@@ -328,6 +328,24 @@ def test_run_evaluation_result_and_per_doc_join(config, loaded, data_path, tmp_p
         assert s["filtered"]["strict-match"] == (f"{ROWS[i]['answer']}." if right else "99999.")
 
 
+@pytest.mark.parametrize(
+    ("until", "response"),
+    [
+        (["answer is"], lambda i: "Add them up. The "),  # cut where the given string starts, not at "Question:"
+        ([], lambda i: answer_text(i) + "Question: and then more text"),  # no string: the whole continuation
+    ],
+)
+def test_run_evaluation_replaces_the_tasks_stop_sequences(config, loaded, data_path, tmp_path, until, response):
+    """`until` replaces the task's stop sequences (its YAML stops at "Question:"), as paper 1 App. A.1 sets them
+    per task; the recorded settings show the list that ran."""
+    out = tmp_path / "oracle.json"
+    oracle = OracleDecoder(loaded.model, loaded.tokenizer)
+    settings = EvalSettings.from_config(config, limit=2, batch_size=2, max_gen_toks=64, until=until)
+    result = run_evaluation(config, loaded, oracle, TASK, out, data_path=data_path, settings=settings)
+    assert result["settings"]["until"] == until
+    assert [s["response"] for s in read_samples(out)] == [response(i) for i in range(2)]
+
+
 def test_run_evaluation_greedy_chat_template_on_off(config, loaded, data_path, tmp_path):
     prompts = {}
     for chat in (True, False):

@@ -10,6 +10,7 @@ import torch
 import yaml
 
 from mtp_core.config.settings import ConfigError
+from mtp_core.evaluate import EvalSettings
 from mtp_core.papers.p1 import PAPER
 from mtp_core.papers.p1.plan import EVAL_KEYS, FIGURES, TABLES, P1Plan, parse_label
 from mtp_core.validation import load_config, validate_config
@@ -131,6 +132,16 @@ def test_paper_scale_declares_the_papers_runs_and_tasks():
         0.65,
         0.6,
     ]
+    # App. A.1's output truncation per task, beside the model's stop tokens (which always stop)
+    until = {t: EvalSettings.from_config(cfg, **plan.eval_settings(t)).until for t in p1["tasks"]}
+    assert until == {
+        "gsm8k_cot_singleshot": ("Q:",),
+        "aime25": (),
+        "gpqa_main_cot_n_shot": (),
+        "bbh_cot_fewshot": ("\n\n", "Q:"),
+        "ifeval": ("Q:",),
+        "cnn_dailymail_abisee": (),
+    }
     magpie = plan.run("magpie_data")
     assert cfg["datasets"][magpie.dataset]["kind"] == "sharegpt" and magpie.method["seq_len"] == 1024
     assert plan.run("static_k16").method["random_k"] is False
