@@ -7,8 +7,11 @@ then exactly those of a teacher-forced forward of the heads over the greedy cont
 trunk and the heads over prompt + greedy continuation gives, for every position p and depth k, whether head k's
 prediction at p equals x_{p+k+1} (`match`), and the decoder's accepted count at every step follows by walking
 the steps: m = the number of leading depths that match at position n-1 (at most D), then n += m + 1, until the
-stop criteria (the decoder's own `StopTracker`) end the row. The last step counts in full, as in Algorithm 1;
-the continuation must therefore run D + 1 tokens past the budget, ignoring stops.
+stop criteria (the decoder's own `StopTracker`) end the row. The last step counts in full; the continuation
+must therefore run D + 1 tokens past the budget, ignoring stops. The budget is on verified tokens, as a decoder
+emits them: Algorithm 1's loop (`while L_gen < N`) counts its K pending drafts in L_gen, so it stops verifying
+once verified tokens + K reach N. Ours is Algorithm 1 with a budget of N + D: a step or two more per sample at its
+end (all drafts accepted, D 4, N 100: 20 verifications against 19), counted in AR, CAR and C_step alike.
 
 The counters these steps give, and AR and CAR from them: `counters`.
 """

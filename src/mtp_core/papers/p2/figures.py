@@ -87,8 +87,9 @@ def loop_figure(params: dict, png: str, pdf: str) -> None:
 
 
 def speed_series(params: dict) -> dict[str, dict]:
-    """Protocol -> {sets (the benchmarks, then "all"), bars: row title -> speedup vs the baseline per set, modeled:
-    row title -> the modeled speedup over all benchmarks (None where not modeled)}."""
+    """Protocol -> {sets (the benchmarks, then "all": their mean, `report.speed_frame`), bars: row title -> speedup
+    vs the baseline per set, modeled: row title -> the modeled speedup over all benchmarks, pooled (None where not
+    modeled)}."""
     frame = speed_frame(params)
     out: dict[str, dict] = {}
     for protocol, rows in frame.groupby("protocol", sort=False):
@@ -116,7 +117,7 @@ def speed_figure(params: dict, png: str, pdf: str) -> None:
                 if s["modeled"][title] is not None:
                     ax.plot([xs[-1]], [s["modeled"][title]], marker="D", color="k", markersize=3)
             ax.axhline(1.0, color="0.5", linewidth=0.6)
-            ax.set_xticks(range(len(s["sets"])), s["sets"])
+            ax.set_xticks(range(len(s["sets"])), ["mean" if x == "all" else x for x in s["sets"]])
             ax.set_title(protocol)
             ax.set_ylabel(f"speedup vs {params['speed']['baseline']} (◆ modeled)")
             ax.legend(fontsize=6, ncols=min(4, len(s["bars"])))
@@ -125,7 +126,7 @@ def speed_figure(params: dict, png: str, pdf: str) -> None:
 
 def strategies_series(params: dict) -> tuple[dict[str, np.ndarray], dict[str, dict[str, float]]]:
     """(a) strategy title -> CAR per head index over every benchmark (pooled); (b) protocol -> strategy title ->
-    speedup vs the baseline over every benchmark."""
+    speedup vs the baseline averaged across the benchmarks (Fig. 5(b))."""
     car = {r["title"]: _curve(params, r["run"], None, r["depth"], "car") for r in params["speed"]["rows"]}
     frame = speed_frame(params)
     overall = frame[frame["set"] == "all"]
