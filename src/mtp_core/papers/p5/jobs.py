@@ -21,6 +21,7 @@ from .bank import TopologyBank, resolve_tree
 from .capture import build_table, greedy_trajectories
 from .engines import Engine, OfflineEngine, Run
 from .frontier import States, simulate
+from .quality import add_continuation_nll
 from .rollout import RolloutEngine
 from .scheduler import policy_from_params
 from .selfdistill import write_selfdistill
@@ -157,11 +158,12 @@ def decode_job(
     check_path: str,
     **settings: Any,
 ) -> dict:
-    """One task's decoding job (greedy then the methods, bench protocol: `bench.prompt_sets.decode_prompt_set`), then the
-    simulation check: per heads-based method, the forwards its simulation predicts on these prompts (their own
+    """One task's decoding job (greedy then the methods, bench protocol: `bench.prompt_sets.decode_prompt_set`), each
+    result's continuation perplexity under the base model (`quality`), then the simulation check: per heads-based method, the forwards its simulation predicts on these prompts (their own
     greedy continuations and rank tables) against the forwards it took (`check_path`)."""
     summary = decode_prompt_set(loaded, rows, dict(decoders), list(outputs), **settings)
     prompts = [loaded.encode(r["prompt"]) for r in rows]
+    add_continuation_nll(loaded.model, prompts, outputs)
     n = settings["max_new_tokens"]
     trajs = greedy_trajectories(loaded.model, loaded.tokenizer, prompts, n, loaded.stop_criteria(), 8)
     tables: dict[str, Any] = {}

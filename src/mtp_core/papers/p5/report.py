@@ -7,8 +7,10 @@
   verification only, drafting not priced), τ = mean accept length per step (bonus excluded, the paper's; mean ±
   stderr over prompts), tokens per
   step (bonus included, Spec-Bench's), tokens per forward (prefill counted, paper 3's), drafted nodes per step,
-  the share of steps on the largest tree used (EntMTPτ's aggressive tree), identical-to-greedy fraction, whether the
-  simulation predicted every prompt's forwards (empty under typical acceptance, where it does not apply), and n.
+  the share of steps on the largest tree used (EntMTPτ's aggressive tree), identical-to-greedy fraction, the
+  continuation NLL under the base model (nats per token, mean ± stderr over prompts; `quality`) and its difference
+  from the vanilla row's, paired by prompt (§5.1's "within [x] nats" of the base LM), whether the simulation
+  predicted every prompt's forwards (empty under typical acceptance, where it does not apply), and n.
 * **Table 2**: per task, frontier trees near the requested sizes with their search cap D, biased (the what-if
   probe at the smaller tree's step starts) and self (own rollout) mean accept, and per task max |Δ| and
   Kendall's tau over every re-scored tree.
@@ -53,6 +55,13 @@ def _mean_err(values: Sequence[float]) -> tuple[float | None, float | None]:
     return float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
 
 
+def _paired(a: Sequence[float | None] | None, b: Sequence[float | None] | None) -> list[float]:
+    """Per prompt, a - b where both are known (none without both lists)."""
+    if a is None or b is None:
+        return []
+    return [x - y for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+
+
 def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Table:
     """`rows`: `P5Plan.table1_rows`; `checks`: task -> its decoding job's simulation check file."""
     out = []
@@ -68,8 +77,12 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
         sim = check["methods"].get(r["method"])
         m_tau, e_tau = _mean_err(tau)
         m_step, e_step = _mean_err(per_step)
-        vanilla = _json(r["vanilla"])["decode_stats"].get("tokens_per_s") if r.get("vanilla") else None
-        tps = stats.get("tokens_per_s")
+        van = _json(r["vanilla"])["decode_stats"] if r.get("vanilla") else {}
+        vanilla, tps = van.get("tokens_per_s"), stats.get("tokens_per_s")
+        nll = stats.get("continuation_nll") or {}
+        d_nll, e_d_nll = _mean_err(
+            _paired(nll.get("per_sample"), (van.get("continuation_nll") or {}).get("per_sample"))
+        )
         out.append(
             {
                 "task": r["task_title"],
@@ -86,6 +99,10 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
                 "drafted nodes/step": float(np.mean(drafted)) if drafted else 0.0,
                 "largest-tree share": float(np.mean([d == largest for d in drafted])) if drafted else None,
                 "identical": stats.get("identical_fraction"),
+                "continuation NLL": nll.get("mean"),
+                "continuation NLL stderr": nll.get("stderr"),
+                "Δ NLL vs vanilla": d_nll,
+                "Δ NLL stderr": e_d_nll,
                 "simulated = actual": None if sim is None or sim["equal"] is None else bool(sim["equal"]),
                 "n": res["n"],
             }
@@ -93,8 +110,21 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
     data = pd.DataFrame(out)
     return Table(
         data,
-        pm={"τ (bonus excl.)": "τ stderr", "tokens/step": "tokens/step stderr"},
-        digits={"tok/s": 2, "× vanilla": 3, "× greedy": 3, "modeled × greedy": 3, "n": 0},
+        pm={
+            "τ (bonus excl.)": "τ stderr",
+            "tokens/step": "tokens/step stderr",
+            "continuation NLL": "continuation NLL stderr",
+            "Δ NLL vs vanilla": "Δ NLL stderr",
+        },  # fmt: skip
+        digits={
+            "tok/s": 2,
+            "× vanilla": 3,
+            "× greedy": 3,
+            "modeled × greedy": 3,
+            "continuation NLL": 3,
+            "Δ NLL vs vanilla": 3,
+            "n": 0,
+        },  # fmt: skip
     )
 
 

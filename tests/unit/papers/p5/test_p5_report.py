@@ -22,21 +22,17 @@ from mtp_core.papers.p5.report import (
 )
 
 
-def write_result(path, tps, speedup, modeled, per_forward, identical, samples):
-    path.write_text(
-        json.dumps(
-            {
-                "n": len(samples),
-                "decode_stats": {
-                    "tokens_per_s": tps,
-                    "speedup_vs_greedy": speedup,
-                    "modeled_speedup_vs_greedy": modeled,
-                    "tokens_per_forward": {"mean": per_forward},
-                    "identical_fraction": identical,
-                },
-            }
-        )
-    )
+def write_result(path, tps, speedup, modeled, per_forward, identical, samples, nll=None):
+    stats = {
+        "tokens_per_s": tps,
+        "speedup_vs_greedy": speedup,
+        "modeled_speedup_vs_greedy": modeled,
+        "tokens_per_forward": {"mean": per_forward},
+        "identical_fraction": identical,
+    }
+    if nll is not None:  # (mean, stderr, per sample) as the job writes them
+        stats["continuation_nll"] = {"mean": nll[0], "stderr": nll[1], "per_sample": nll[2]}
+    path.write_text(json.dumps({"n": len(samples), "decode_stats": stats}))
     atomic_write_jsonl(str(path).replace(".json", ".samples.jsonl"), samples)
     return str(path)
 
@@ -51,6 +47,7 @@ def test_table1_columns_by_hand(tmp_path):
         1.0,
         0.0,
         [{"accepted": [1, 1, 1], "extra": {"drafted": [0, 0, 0]}}] * 2,
+        nll=(2.3, 0.3, [2.0, 2.6]),
     )
     entmtp = write_result(
         tmp_path / "entmtp.json",
@@ -63,6 +60,7 @@ def test_table1_columns_by_hand(tmp_path):
             {"accepted": [1, 3, 2, 1], "extra": {"drafted": [0, 7, 3, 3]}},  # accepts 2, 1, 0 (bonus excluded)
             {"accepted": [1, 4], "extra": {"drafted": [0, 7]}},  # accept 3
         ],
+        nll=(2.75, 0.25, [2.5, 3.0]),
     )
     checks = tmp_path / "check.json"
     checks.write_text(json.dumps({"methods": {"entmtp_tau": {"equal": True}}}))
@@ -90,6 +88,9 @@ def test_table1_columns_by_hand(tmp_path):
     assert e["tokens/step"] == pytest.approx(3.0) and e["tokens/step stderr"] == pytest.approx(1.0)  # 2 and 4
     assert e["drafted nodes/step"] == pytest.approx(5.0) and e["largest-tree share"] == pytest.approx(0.5)
     assert e["simulated = actual"] is True
+    # continuation NLL as the job wrote it; against vanilla, paired by prompt: 2.5 - 2.0 and 3.0 - 2.6
+    assert (e["continuation NLL"], e["continuation NLL stderr"]) == (2.75, 0.25)
+    assert e["Δ NLL vs vanilla"] == pytest.approx(0.45) and e["Δ NLL stderr"] == pytest.approx(0.05)
     v = data.iloc[0].to_dict()
     assert v["× vanilla"] == 1.0 and v["× greedy"] == 1.2 and v["τ (bonus excl.)"] == 0.0 and v["tokens/step"] == 1.0
     assert v["drafted nodes/step"] == 0.0 and v["identical"] == 0.0 and v["simulated = actual"] is None
@@ -186,3 +187,36 @@ def test_regimes_series_by_hand():
     assert tasks == ["t", "u"] and auc == [0.7, None]
     assert grid[0, :6].tolist() == [0.5, 0.4, 0.3, 0.2, -0.1, -0.2] and np.isnan(grid[0, 6])
     assert np.isnan(grid[1]).all() and grid.shape == (2, len(FEATURES))
+
+
+def test_continuation_nll_by_hand(tmp_path):
+    """The base model's NLL of each emitted continuation after its prompt (§5.1's continuation perplexity): each
+    token's -log softmax written out position by position from a full forward, averaged per sample; the job's
+    record holds every sample's value, their mean and its standard error, and refuses samples of other prompts."""
+    import torch
+
+    from mtp_core.models.load import tiny_model
+    from mtp_core.papers.p5.quality import add_continuation_nll, continuation_nll
+    from tests.conftest import tiny_spec
+
+    torch.manual_seed(0)
+    model = tiny_model(tiny_spec("llama", num_layers=2)).eval()
+    prompts, conts = [[5, 9, 14], [7, 3]], [[21, 4, 4, 30], [11]]
+    want = []
+    for p, c in zip(prompts, conts):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([p + c])).logits[0].double()
+        nll = [-torch.log_softmax(logits[len(p) + i - 1], -1)[t].item() for i, t in enumerate(c)]
+        want.append(sum(nll) / len(nll))
+        assert continuation_nll(model, p, c) == pytest.approx(want[-1], rel=1e-5)
+    assert continuation_nll(model, prompts[0], []) is None
+    path = tmp_path / "m.json"
+    write_result(
+        path, 1.0, 1.0, 1.0, 1.0, 1.0, [{"prompt_tokens": len(p), "tokens": c} for p, c in zip(prompts, conts)]
+    )
+    add_continuation_nll(model, prompts, [str(path)])
+    got = json.loads(path.read_text())["decode_stats"]["continuation_nll"]
+    assert got["per_sample"] == pytest.approx(want, rel=1e-5) and got["mean"] == pytest.approx(sum(want) / 2)
+    assert got["stderr"] == pytest.approx(abs(want[0] - want[1]) / 2, rel=1e-5)  # std of two / sqrt 2
+    with pytest.raises(ValueError, match="not one per prompt"):
+        add_continuation_nll(model, prompts[::-1], [str(path)])
