@@ -51,7 +51,7 @@ TABLES = (
 FIGURES = (
     ["base/decoding_speed", "leaderboard"]
     + [f"p1/fig{i}" for i in range(5, 12)]
-    + [f"p2/fig{i}" for i in (3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14)]
+    + [f"p2/fig{i}" for i in (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)]
     + ["p3/fig2", "p3/fig4", "p3/fig5"]
     + ["p4/fig4", "p4/fig5"]
     + [f"p5/fig{i}" for i in range(1, 6)]

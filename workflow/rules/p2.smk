@@ -79,7 +79,7 @@ rule p2_acceptance:
         "../scripts/p2_acceptance.py"
 
 
-# One bench per speed experiment (Fig. 4, Fig. 5, Table 8): greedy and its mtp-spec rows side by side, under each
+# One bench per speed experiment (Figs 4, 5 and 8, Table 8): greedy and its mtp-spec rows side by side, under each
 # decoding protocol (with a KV cache; without one, App. D's).
 for _exp in P2.speed_experiments():
 

@@ -8,7 +8,7 @@ figures, speed experiments: what they show and read), `checks` (its config check
 `data` (shard windows, the feature cache), `train` (the model, step and launcher method `p2`), `decoder`
 (`mtp-spec`, App. D), `uncached` (decoding without a KV cache, App. D's timing protocol), `acceptance` (the
 teacher-forced simulation, Eqs. 6-7), `evaluate` (references, acceptance and validation jobs, Top-N mass), `speed`
-(bench rows, modeled speed), `report` (Tables 1-8), `figures` (Figures 3-7, 9-14).
+(bench rows, modeled speed), `report` (Tables 1-8), `figures` (Figures 3-14).
 """
 
 from ...config.registry import Method, Paper

@@ -1,7 +1,7 @@
 """Paper 2's tables, figures and speed experiments, the `Experiments` part of `plan.P2Plan`: what each shows
 (`papers.p2.tables`, `papers.p2.figures`), the files it reads, the mains whose references it needs, the rows and
-trunks of a speed experiment (Figs 4-5, Table 8: one bench, a greedy row per trunk), and the parameters the report
-script reads. Runs, mains, settings and result paths: `plan`.
+trunks of a speed experiment (Figs 4, 5 and 8, Table 8: one bench, a greedy row per trunk), and the parameters the
+report script reads. Runs, mains, settings and result paths: `plan`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from .settings import SpeedRow
 
 REFERENCE = "greedy"
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8")
-FIGURES = ("fig3", "fig4", "fig5", "fig6", "fig7", "fig9", "fig10", "fig11", "fig12", "fig13", "fig14")
-SPEED_EXPERIMENTS = ("fig4", "fig5", "table8")  # read a bench of their own rows
+FIGURES = ("fig3", "fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "fig12", "fig13", "fig14")
+SPEED_EXPERIMENTS = ("fig4", "fig5", "fig8", "table8")  # read a bench of their own rows
 ACCEPTANCE_SPEED = ("fig5",)  # ... and the acceptance of their runs (CAR per head)
 SEEDED = ("table1", "table7")  # also read the runs' seed replicates (the spread over seeds)
 CURVE_FIGURES = ("fig7", "fig10")  # read a run's training curves
@@ -56,8 +56,9 @@ class Experiments(PaperPlan):
 
     def speed_rows(self, experiment: str) -> list[dict[str, Any]]:
         """The `mtp-spec` rows of a speed experiment under each of its protocols: {label, run, depth, title, main,
-        kv_cache}; Fig. 4: every run at its K; Fig. 5 / Table 8: the listed (run, depth) strategies. The baseline row
-        is among them. Labels `<run>-h<D>`, with `-nokv` for the uncached protocol."""
+        kv_cache}; Figs 4 and 8: every run at its K; Fig. 5 / Table 8: the listed (run, depth) strategies. The
+        baseline row is among them (Fig. 8: the 2B dense MTP K = 1, a trunk of its own beside the MoE runs').
+        Labels `<run>-h<D>`, with `-nokv` for the uncached protocol."""
         spec = self.experiment(experiment)
         rows = spec.rows or [SpeedRow(run, None, None) for run in spec.runs or []]
         return [

@@ -249,6 +249,7 @@ FIGURES = {
     "fig13": loop_figure,
     "fig14": loop_figure,
     "fig4": speed_figure,
+    "fig8": speed_figure,  # the A1B MoE runs against the 2B dense MTP K = 1 (App. E.1)
     "fig5": strategies_figure,
     "fig6": topn_figure,
     "fig7": curves_figure,

@@ -246,6 +246,7 @@ class Figures:  # None: not configured
     fig5: SpeedExperiment | None
     fig6: TopNFigure | None
     fig7: RunFigure | None
+    fig8: SpeedExperiment | None
     fig9: RunsTable | None
     fig10: RunFigure | None
     fig11: LoopFigure | None

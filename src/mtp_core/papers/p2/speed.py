@@ -1,8 +1,8 @@
-"""Paper 2's speed experiments (§4.1 "Speedup Ratio": relative to DeepSeek MTP with K = 1; Figs 4-5, Table 8): the
-bench protocol (`bench.prompt_sets.decode_prompt_set`: same weights, prompts and threads, warm-up, interleaved order,
-per-batch medians; batch 1 greedy as in App. D) over greedy and `mtp-spec` rows, each under the experiment's
-decoding protocols (`P2Plan.speed_protocols`: with a KV cache, and App. D's without one, the paper's), a
-protocol compared only with itself, then per row:
+"""Paper 2's speed experiments (§4.1 "Speedup Ratio": relative to DeepSeek MTP with K = 1; Figs 4, 5 and 8,
+Table 8): the bench protocol (`bench.prompt_sets.decode_prompt_set`: same weights, prompts and threads, warm-up,
+interleaved order, per-batch medians; batch 1 greedy as in App. D) over greedy and `mtp-spec` rows, each under
+the experiment's decoding protocols (`P2Plan.speed_protocols`: with a KV cache, and App. D's without one, the
+paper's), a protocol compared only with itself, then per row:
 
 * `speedup_vs_baseline` (the paper's metric) beside `speedup_vs_greedy`, overall and per prompt set;
 * the decoded head counters (A, C_cmp, C_step, AR, CAR, τ from the decoder's own accepted counts), to set beside

@@ -118,6 +118,22 @@ def test_speed_rows_of_several_trunks(tiny):
     assert plan.speed_refs("fig4")["t2_mtpd-h1-nokv"]["greedy"] == "greedy-nokv-t2_mtpd"
 
 
+def test_figure8_times_the_moe_runs_against_the_dense_baseline():
+    """App. E.1's Fig. 8 at paper scale: the A1B MoE runs at their K, each on its own pretrained trunk, against the
+    2B dense MTP K = 1, under both protocols."""
+    plan = P2Plan(load_config(REPO / "config/paper.yaml"))
+    assert "fig8" in plan.speed_experiments()
+    rows = [r for r in plan.speed_rows("fig8") if r["kv_cache"]]
+    assert [(r["run"], r["depth"]) for r in rows] == [
+        ("mtp_k1", 1), ("moe_mtp_k1", 1), ("moe_mtpd_k1", 1), ("moe_mtp_k4", 4), ("moe_mtpd_k4", 4)
+    ]  # fmt: skip
+    models = {r["run"]: plan.run(r["run"]).model for r in rows}
+    assert models.pop("mtp_k1") == "p2-2b-dense" and set(models.values()) == {"p2-a1b-moe"}
+    refs = plan.speed_refs("fig8")
+    assert {refs[r["label"]]["baseline"] for r in rows} == {"mtp_k1-h1"}
+    assert refs["moe_mtpd_k4-h4-nokv"]["baseline"] == "mtp_k1-h1-nokv"
+
+
 def test_seed_replicates_are_runs_of_their_own(tiny, p2):
     """`seeds: 2` on mtp_k1: a replicate `mtp_k1-seed1` with train.seed + 1, the same method, trunk and feature
     cache; Table 1 reads its acceptance at its K, Table 5 does not."""
