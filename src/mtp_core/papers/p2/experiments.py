@@ -168,7 +168,7 @@ class Experiments(PaperPlan):
         if name == "fig6":
             return [self.topn_path(self.topn_main(), "csv")]
         if name == "table3":
-            return model_inputs(self.config, self.s.model)
+            return [f for m in self.trunk_models() for f in model_inputs(self.config, m)]
         sets, out = self.s.prompt_sets, []
         for r in runs:
             out += self.acceptance_outputs(r) + [self.validation_path(r)]
@@ -178,6 +178,10 @@ class Experiments(PaperPlan):
         if name in BASE_REFERENCES and self.pretrained_base():
             out += [self.reference_path(self.s.model, ps) for ps in sets]
         return list(dict.fromkeys(out))
+
+    def trunk_models(self) -> list[str]:
+        """The models the runs start from, the section's model first (Table 3's columns)."""
+        return list(dict.fromkeys([self.s.model, *(self.run(r).model for r in self.run_names())]))
 
     def topn_main(self) -> str:
         """The trunk of Figure 6 (`figures.fig6.run`'s, else the section's model)."""
@@ -243,7 +247,13 @@ class Experiments(PaperPlan):
             out["topn"] = self.topn_path(self.topn_main(), "csv")
             out["base"]["model"] = self.topn_main()
         if name == "table3":
-            out["model_spec"] = model_spec(self.config, model)
-            out["model_dir"] = model_dir(self.config, model)
-            out["heads"] = sorted({self.num_heads(r) for r in self.run_names()})
+            out["models"] = [
+                {
+                    "name": m,
+                    "model_spec": model_spec(self.config, m),
+                    "model_dir": model_dir(self.config, m),
+                    "heads": sorted({self.num_heads(r) for r in self.run_names() if self.run(r).model == m}),
+                }
+                for m in self.trunk_models()
+            ]
         return out

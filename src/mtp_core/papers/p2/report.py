@@ -308,27 +308,39 @@ def _num(x: float | None) -> str:
 # ------------------------------------------------------------------------------------------ config tables
 
 
-def config_table(params: dict, csv: str, md: str, model_config: dict) -> None:
-    """Table 3: the trunk's configuration and the heads (Table 3's rows that the trunk's config has)."""
-    c = model_config
-    rows = [
-        ("dim", c.get("hidden_size")),
-        ("n_heads", c.get("num_attention_heads")),
-        ("n_kv_heads", c.get("num_key_value_heads")),
-        ("head_dim", c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]),
-        ("embedding_tie", c.get("tie_word_embeddings")),
-        ("qk_norm", c.get("model_type") == "qwen3"),
-        ("ffn_hidden_dim", c.get("intermediate_size")),
-        ("max_seq_len", c.get("max_position_embeddings")),
-        ("rope_theta", (c.get("rope_parameters") or {}).get("rope_theta", c.get("rope_theta"))),
-        ("norm_eps", c.get("rms_norm_eps")),
-        ("decoder_layers", c.get("num_hidden_layers")),
-        ("vocab_size", c.get("vocab_size")),
-        ("num_mtp_heads", ", ".join(str(k) for k in params["heads"])),
-        ("mtp_head_layers", 1),
-        ("mtp_dense_or_moe", "dense"),
-    ]
-    frame = pd.DataFrame(rows, columns=["Hyperparameter", params["base"]["model"]]).astype(str)
+def config_column(c: dict, heads: Sequence[int]) -> dict[str, Any]:
+    """One trunk's column of Table 3 from its config (`MISSING` where a row does not apply: the experts of a dense
+    trunk). The heads are one dense layer each on either trunk (App. B)."""
+    moe = "n_routed_experts" in c
+    return {
+        "dim": c.get("hidden_size"),
+        "n_heads": c.get("num_attention_heads"),
+        "n_kv_heads": c.get("num_key_value_heads"),
+        "head_dim": c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+        "embedding_tie": c.get("tie_word_embeddings"),
+        "qk_norm": c.get("use_qk_norm", c.get("model_type") == "qwen3"),
+        "ffn_hidden_dim": c.get("intermediate_size"),
+        "max_seq_len": c.get("max_position_embeddings"),
+        "rope_theta": (c.get("rope_parameters") or {}).get("rope_theta", c.get("rope_theta")),
+        "norm_eps": c.get("rms_norm_eps"),
+        "decoder_layers": c.get("num_hidden_layers"),
+        "dense_layers": c.get("first_k_dense_replace") if moe else c.get("num_hidden_layers"),
+        "expert_hidden_dim": c.get("moe_intermediate_size") if moe else MISSING,
+        "num_experts": c.get("n_routed_experts") if moe else MISSING,
+        "num_shared_experts": c.get("n_shared_experts") if moe else MISSING,
+        "top_k": c.get("num_experts_per_tok") if moe else MISSING,
+        "vocab_size": c.get("vocab_size"),
+        "num_mtp_heads": ", ".join(str(k) for k in heads),
+        "mtp_head_layers": 1,
+        "mtp_dense_or_moe": "dense",
+    }
+
+
+def config_table(params: dict, csv: str, md: str, model_configs: Sequence[dict]) -> None:
+    """Table 3: a column per trunk the runs train on (the section's model first; the paper: 2B dense and A1B MoE),
+    `params["models"]` in order with `model_configs`."""
+    columns = {m["name"]: config_column(c, m["heads"]) for m, c in zip(params["models"], model_configs, strict=True)}
+    frame = pd.DataFrame(columns).rename_axis("Hyperparameter").reset_index().astype(str)
     write(frame, frame, csv, md)
 
 
@@ -376,7 +388,7 @@ def make_table(params: dict, csv: str, md: str) -> None:
     elif name == "table8":
         speed_table(params, csv, md)
     elif name == "table3":
-        config_table(params, csv, md, trunk_config(params))
+        config_table(params, csv, md, [trunk_config(m) for m in params["models"]])
     elif name == "table4":
         hyper_table(params, csv, md)
     else:
@@ -384,7 +396,7 @@ def make_table(params: dict, csv: str, md: str) -> None:
 
 
 def trunk_config(params: dict) -> dict:
-    """The trunk's config.json (a prepared checkpoint), or its hub/local config."""
+    """A trunk's config.json (`model_spec` and `model_dir`: a prepared checkpoint), or its hub/local config."""
     from transformers import AutoConfig
 
     from ...config.settings import checkpoint_location

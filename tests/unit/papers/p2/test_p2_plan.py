@@ -134,6 +134,15 @@ def test_figure8_times_the_moe_runs_against_the_dense_baseline():
     assert refs["moe_mtpd_k4-h4-nokv"]["baseline"] == "mtp_k1-h1-nokv"
 
 
+def test_table3_has_a_column_per_trunk():
+    """Table 3 at paper scale: the 2B dense trunk and the A1B MoE one, each with the head counts its runs train."""
+    plan = P2Plan(load_config(REPO / "config/paper.yaml"))
+    models = plan.report_params("table3")["models"]
+    assert [(m["name"], m["heads"]) for m in models] == [("p2-2b-dense", [1, 4, 8, 12, 16]), ("p2-a1b-moe", [1, 4])]
+    inputs = plan.report_inputs("table3")["files"]
+    assert any("p2-a1b-moe" in f for f in inputs) and any("p2-2b-dense" in f for f in inputs)
+
+
 def test_seed_replicates_are_runs_of_their_own(tiny, p2):
     """`seeds: 2` on mtp_k1: a replicate `mtp_k1-seed1` with train.seed + 1, the same method, trunk and feature
     cache; Table 1 reads its acceptance at its K, Table 5 does not."""

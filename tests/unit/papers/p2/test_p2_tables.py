@@ -226,19 +226,30 @@ def test_tables_2_5_6_main_head_columns(tmp_path):
 
 
 def test_table3_the_trunks_configuration(tmp_path):
+    """A column per trunk, as the paper's Table 3 sets its 2B dense and A1B MoE side by side; expert rows only
+    where the trunk has experts."""
     from mtp_core.papers.p2.report import config_table
 
-    cfg = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": True,
-           "model_type": "qwen3", "intermediate_size": 128, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
-           "rope_parameters": {"rope_theta": 1e6}, "num_hidden_layers": 2, "vocab_size": 320}  # fmt: skip
-    config_table({"base": {"model": "m"}, "heads": [1, 4]}, tmp_path / "t3.csv", tmp_path / "t3.md", cfg)
-    rows = dict(pd.read_csv(tmp_path / "t3.csv", dtype=str).values.tolist())
-    assert rows == {"dim": "64", "n_heads": "4", "n_kv_heads": "2", "head_dim": "16", "embedding_tie": "True",
-                    "qk_norm": "True", "ffn_hidden_dim": "128", "max_seq_len": "2048", "rope_theta": "1000000.0",
-                    "norm_eps": "1e-06", "decoder_layers": "2", "vocab_size": "320", "num_mtp_heads": "1, 4",
-                    "mtp_head_layers": "1", "mtp_dense_or_moe": "dense"}  # fmt: skip
-    config_table({"base": {"model": "m"}, "heads": [2]}, tmp_path / "t3.csv", tmp_path / "t3.md",
-                 {**cfg, "model_type": "llama", "head_dim": 32, "rope_parameters": None, "rope_theta": 5e5})  # fmt: skip
+    dense = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": True,
+             "model_type": "qwen3", "intermediate_size": 128, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
+             "rope_parameters": {"rope_theta": 1e6}, "num_hidden_layers": 2, "vocab_size": 320}  # fmt: skip
+    moe = {**dense, "model_type": "glm4_moe", "hidden_size": 48, "head_dim": 16, "use_qk_norm": True,
+           "num_hidden_layers": 3, "first_k_dense_replace": 1, "moe_intermediate_size": 24, "n_routed_experts": 8,
+           "n_shared_experts": 1, "num_experts_per_tok": 2}  # fmt: skip
+    models = [{"name": "d", "heads": [1, 4]}, {"name": "m", "heads": [1]}]
+    config_table({"models": models}, tmp_path / "t3.csv", tmp_path / "t3.md", [dense, moe])
+    frame = pd.read_csv(tmp_path / "t3.csv", dtype=str, keep_default_na=False)
+    assert list(frame.columns) == ["Hyperparameter", "d", "m"]
+    rows = {r[0]: (r[1], r[2]) for r in frame.values.tolist()}
+    assert rows == {"dim": ("64", "48"), "n_heads": ("4", "4"), "n_kv_heads": ("2", "2"), "head_dim": ("16", "16"),
+                    "embedding_tie": ("True", "True"), "qk_norm": ("True", "True"), "ffn_hidden_dim": ("128", "128"),
+                    "max_seq_len": ("2048", "2048"), "rope_theta": ("1000000.0", "1000000.0"),
+                    "norm_eps": ("1e-06", "1e-06"), "decoder_layers": ("2", "3"), "dense_layers": ("2", "1"),
+                    "expert_hidden_dim": ("-", "24"), "num_experts": ("-", "8"), "num_shared_experts": ("-", "1"),
+                    "top_k": ("-", "2"), "vocab_size": ("320", "320"), "num_mtp_heads": ("1, 4", "1"),
+                    "mtp_head_layers": ("1", "1"), "mtp_dense_or_moe": ("dense", "dense")}  # fmt: skip
+    llama = {**dense, "model_type": "llama", "head_dim": 32, "rope_parameters": None, "rope_theta": 5e5}
+    config_table({"models": models[:1]}, tmp_path / "t3.csv", tmp_path / "t3.md", [llama])
     rows = dict(pd.read_csv(tmp_path / "t3.csv", dtype=str).values.tolist())
     assert (rows["head_dim"], rows["qk_norm"], rows["rope_theta"]) == ("32", "False", "500000.0")
 
