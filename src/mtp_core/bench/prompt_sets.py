@@ -142,7 +142,7 @@ def decode_prompt_set(
             name,
             prompt_set,
             row["tokens_per_s"],
-            stats["tokens_per_forward"]["mean"],
+            stats["tokens_per_forward"]["pooled"],
         )
     return summary
 

@@ -4,8 +4,10 @@ repeats; medians. Speed claims of every paper are measured with this, never with
 The warm-up decodes the first batch with every decoder, `warmup` times, up to `warmup_tokens` (16) new tokens
 per turn: enough to run every code path once (prefill, the first steps, a guard's calibration, which falls into a
 decoder's first `generate`) without paying a whole measured batch again. A warm-up as long as the measured
-generation cost a quarter of a 4-prompt job and told nothing more, and it let a stateful decoder (the wall-clock
-guard's acceptance estimates) learn on the very prompt it is then timed on.
+generation cost a quarter of a 4-prompt job and told nothing more. Each repeat starts the decoders afresh
+(`Decoder.new_run`): a stateful decoder (the wall-clock guard's acceptance estimates) keeps nothing it learned in the
+warm-up or an earlier repeat, so no repeat is timed on prompts it has learned from; what it measured of the machine
+(its cost tables, calibrated in the warm-up) stays.
 
 Prompts are batched within their category, so per-category speed is measured, not apportioned. In each
 repeat every batch is decoded by every decoder, in an order rotated by batch and repeat, so slow drifts of
@@ -184,6 +186,8 @@ def run_bench(
     gens: dict[str, list[GenerationResult | None]] = {n: [None] * len(prompts) for n in names}
     seconds: dict[str, list[list[float]]] = {n: [[0.0] * repeats for _ in batches] for n in names}
     for r in range(repeats):
+        for decoder in built.values():  # each repeat a run of its own: nothing learned from the warm-up or before
+            decoder.new_run()
         for b, idx in enumerate(batches):
             shift = (b + r) % len(names)
             for name in names[shift:] + names[:shift]:
@@ -268,7 +272,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
         tpf = r["tokens_per_forward"]
         ident = {True: "yes", False: "NO", None: "lossy"}[r["identical_to_greedy"]]
         lines.append(
-            f"| {name} | {r['tokens_per_s']:.2f} | {fmt(tpf['mean'], '.3f')} ± {fmt(tpf['std'], '.3f')} | "
+            f"| {name} | {r['tokens_per_s']:.2f} | {fmt(tpf['pooled'], '.3f')} ± {fmt(tpf['pooled_se'], '.3f')} | "
             f"{r['forward_passes']} | {r['new_tokens']} | {fmt(r['speedup_vs_greedy'], '.3f')}x | "
             f"{fmt(r['speedup_vs_hf-greedy'], '.3f')}x | {ident} |"
         )

@@ -111,22 +111,23 @@ class Decoder(ABC):
         return 0.0 if self.static is None else self.static.compile_s
 
     def reserve(self, slots: int) -> None:
-        """Size every static cache of this decoder for at least `slots` slots from now on (`backend: compiled`;
-        nothing on the eager backend). A job that knows its longest batch reserves for it before its first, so
-        that every batch runs at one cache length: one compiled graph per row count rather than one per length
-        of the cache ladder (`decoding.static.cache_slots`), each a full compile on the CPU, where frozen graphs
-        miss inductor's cache (decision 0031)."""
+        """Size every static cache of this decoder for at least `slots` slots of tokens from now on (`backend:
+        compiled`; nothing on the eager backend), its headroom on top (`static_session`). A job that knows its
+        longest batch reserves for it before its first, so that every batch runs at one cache length: one
+        compiled graph per row count rather than one per length of the cache ladder (`decoding.static.cache_slots`),
+        each a full compile on the CPU, where frozen graphs miss inductor's cache (decision 0031)."""
         self.reserved_slots = max(self.reserved_slots, slots)
 
-    def static_session(self, batch: int, slots: int) -> StaticSession:
+    def static_session(self, batch: int, slots: int, headroom: int = 0) -> StaticSession:
         """`backend: compiled`: this decoder's static session (made on first use, reused by every batch), its cache
-        emptied for a batch of `batch` rows needing `slots` slots, or the slots `reserve`d if more
-        (`StaticSession.begin`)."""
+        emptied for a batch of `batch` rows needing `slots` slots for their tokens, or the slots `reserve`d if more,
+        plus `headroom` slots the decoder's own chunks need beyond the tokens (a tree's verification rows, paper
+        1's masks), so that a reserved job keeps one cache length for every decoder (`StaticSession.begin`)."""
         from .static import StaticSession  # torch: not at import (the plan checks read this module)
 
         if self.static is None:
             self.static = StaticSession(self.model)
-        self.static.begin(batch, max(slots, self.reserved_slots))
+        self.static.begin(batch, max(slots, self.reserved_slots) + headroom)
         return self.static
 
     @abstractmethod
@@ -134,6 +135,13 @@ class Decoder(ABC):
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria
     ) -> list[GenerationResult]:
         """Decode one batch of tokenised prompts (no padding; the decoder pads as it needs)."""
+
+    def new_run(self) -> None:
+        """Forget what earlier generations taught the decoder about the text (an adaptive decoder's acceptance
+        statistics), keeping what it measured of the machine (its cost tables): the bench calls it after its
+        warm-up and before each repeat, so that no repeat is timed on prompts it has learned from. Nothing to
+        forget by default."""
+        return None
 
     def generate_all(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: StopCriteria, batch_size: int = 1

@@ -250,6 +250,12 @@ class WallClockGuard:
         self._last_rows = 1
         self.log: dict[str, int] = {"draft": 0, "greedy": 0, "probe": 0, "explore": 0}
 
+    def new_run(self) -> None:
+        """Start a run afresh: no exploration spent, no greedy streak, no counts; the calibrated cost models and the
+        bookkeeping estimate (the machine's) stay."""
+        self.explored, self.greedy_run, self._last_t = 0.0, 0, None
+        self.log = dict.fromkeys(self.log, 0)
+
     def start(self, batch_size: int, measure: Callable[[], dict[int, float]]) -> None:
         """Per batch: use the cost model of this batch size (calibrated by `measure()` the first time)."""
         if self.enabled and self.fixed is None:

@@ -242,8 +242,14 @@ class PathDraftDecoder(TreeDecoder):
         super().__init__(model, tokenizer, **params)
         self.pad_small = bool(params.get("pad_small_chunks", True))
         self.guard = WallClockGuard(params)
+        self.draft_depth = draft_depth
         self.acceptance = DepthAcceptance(draft_depth, self.guard.local_prior, self.guard.local_decay)
         self.max_rows = max_rows
+
+    def new_run(self) -> None:
+        """Fresh acceptance statistics and exploration budget; the guard's cost tables stay (`Decoder.new_run`)."""
+        self.acceptance = DepthAcceptance(self.draft_depth, self.guard.local_prior, self.guard.local_decay)
+        self.guard.new_run()
 
     @abstractmethod
     def draft_paths(self, state: TreeState) -> list[list[Path]]:

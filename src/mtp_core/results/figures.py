@@ -147,7 +147,7 @@ def decoding_speed_figure(frame: pd.DataFrame, png: str | os.PathLike, pdf: str 
         "group",
         "label",
         "tokens_per_s",
-        annotate="tokens_per_forward",
+        annotate="tokens_per_forward_pooled",
         ylabel="tokens / s",
         title="Decoding speed (number above bar: tokens per forward pass)",
     )

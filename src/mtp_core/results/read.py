@@ -191,8 +191,7 @@ def _stats(path: str, s: Any, where: str = "decode_stats") -> dict[str, float]:
         return {
             "tokens_per_forward": _num(tpf.get("mean")),
             "tokens_per_forward_std": _num(tpf.get("std")),
-            # records written before the pooled figure have its parts: all new tokens over all forwards
-            "tokens_per_forward_pooled": _num(tpf["pooled"]) if "pooled" in tpf else _ratio(new, s),
+            "tokens_per_forward_pooled": pooled_tokens_per_forward(s),
             "tokens_per_forward_pooled_se": _num(tpf.get("pooled_se")),
             "effective_k": _num(ek.get("mean")),
             "effective_k_std": _num(ek.get("std")),
@@ -211,9 +210,13 @@ def _stats(path: str, s: Any, where: str = "decode_stats") -> dict[str, float]:
         raise ResultFileError(path, f"{where}: non-numeric statistic ({e})") from None
 
 
-def _ratio(new: dict, s: dict) -> float:
-    """All new tokens over all forward passes of a record's statistics (NaN without them)."""
-    total, forwards = _num(new.get("total")), _num(s.get("forward_passes"))
+def pooled_tokens_per_forward(stats: dict) -> float:
+    """Tokens per forward pooled over a record's prompts (`decode_stats`' `tokens_per_forward.pooled`); records
+    written before that figure have its parts: all new tokens over all forward passes (NaN without them)."""
+    tpf = stats.get("tokens_per_forward") or {}
+    if "pooled" in tpf:
+        return _num(tpf["pooled"])
+    total, forwards = _num((stats.get("new_tokens") or {}).get("total")), _num(stats.get("forward_passes"))
     return total / forwards if forwards > 0 else math.nan
 
 

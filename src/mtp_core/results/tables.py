@@ -121,6 +121,14 @@ def write_table_files(table: Table | pd.DataFrame, csv: str | os.PathLike, md: s
     write_table(table, str(csv)[:-4])
 
 
+# tokens per forward as the tables show it: pooled over the prompts (all new tokens over all forwards: tokens per
+# model call, Spec-Bench's step-weighted mean accepted tokens) ± its standard error, not the mean of per-prompt ratios
+POOLED_TPF = {
+    "tokens_per_forward_pooled": "tokens_per_forward",
+    "tokens_per_forward_pooled_se": "tokens_per_forward_se",
+}
+
+
 def decoding_table(frame: pd.DataFrame, references: Sequence[str] = REFERENCE_DECODERS) -> Table:
     """One row per (model, run, prompt set, decoder): speed and acceptance, and `speedup_vs_<ref>` = tokens/s over
     that of decoder `ref` in the same (model, run, prompt set) (NaN where it is absent). Rows are grouped by
@@ -134,13 +142,13 @@ def decoding_table(frame: pd.DataFrame, references: Sequence[str] = REFERENCE_DE
             "params_str",
             "n",
             "tokens_per_s",
-            "tokens_per_forward",
-            "tokens_per_forward_std",
+            "tokens_per_forward_pooled",
+            "tokens_per_forward_pooled_se",
             "forward_passes",
             "new_tokens_mean",
         ]
     ]
-    data = data.rename(columns={"task": "prompt_set", "params_str": "params"}).astype(
+    data = data.rename(columns=POOLED_TPF | {"task": "prompt_set", "params_str": "params"}).astype(
         {"n": "Int64", "forward_passes": "Int64"}
     )
     keys = list(zip(*(frame[g] for g in group)))
@@ -156,7 +164,7 @@ def decoding_table(frame: pd.DataFrame, references: Sequence[str] = REFERENCE_DE
         ]
     return Table(
         data.reset_index(drop=True),
-        {"tokens_per_forward": "tokens_per_forward_std"},
+        {"tokens_per_forward": "tokens_per_forward_se"},
         {"tokens_per_s": 1, "new_tokens_mean": 1, **{c: 2 for c in data if c.startswith("speedup_")}},
         2,
     )

@@ -6,11 +6,14 @@ modeled (each forward priced by the cost table of its chunk rows, `decoding.pric
 machine); speedup vs greedy on the compiled backend (`plan.COMPILED_REFERENCE`, a strong baseline: the row's tok/s
 over that row's) and the seconds the row's decoder spent compiling in its job (`compile_s`, 0 on the eager
 backend; never in its tok/s); the speedup modeled on each GPU of `bench.device_costs` (the row's recorded forwards and
-greedy's, read from their samples, priced by that GPU's table at a paper model's shape); tokens per forward (bonus
-token included) and forward passes; lossless (the decoder's claim) and identical (the fraction of prompts whose
-tokens equal greedy's: lossless rows on the eager backend must show 1, for lossy rows it is their exact agreement
-with greedy, for compiled greedy the agreement of compiled kernels with eager ones, since rows on the compiled
-backend are held to compiled greedy's tokens: `bench.protocol`); task accuracy where the prompts carry reference
+greedy's, read from their samples, priced by that GPU's table at a paper model's shape; verification forwards
+only: the draft heads' own compute, paper 2's heads and paper 5's Hydra layers, is not priced, so a heads row's
+modeled speedups are upper bounds); tokens per forward (bonus token included; pooled over the prompts, all new
+tokens over all forwards as Spec-Bench's mean accepted tokens, ± its standard error) and forward passes; lossless
+(the decoder's claim) and identical (the fraction of prompts whose tokens equal greedy's: lossless rows on the
+eager backend must show 1, for lossy rows it is their exact agreement with greedy, for compiled greedy the
+agreement of compiled kernels with eager ones, since rows on the compiled backend are held to compiled greedy's
+tokens: `bench.protocol`); task accuracy where the prompts carry reference
 answers (the math test split), with its standard error.
 
 Figure (`results/figures/leaderboard.{png,pdf}`): per prompt set, quality against measured speedup; quality is
@@ -49,7 +52,7 @@ COLUMNS = [
     "speedup_compiled",
     "compile_s",
     "tokens_per_forward",
-    "tokens_per_forward_std",
+    "tokens_per_forward_se",
     "forward_passes",
     "identical",
     "accuracy",
@@ -113,8 +116,8 @@ def leaderboard_frame(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
                 "speedup": r["speedup_vs_greedy"],
                 "speedup_modeled": r["modeled_speedup_vs_greedy"],
                 "compile_s": r["compile_s"],
-                "tokens_per_forward": r["tokens_per_forward"],
-                "tokens_per_forward_std": r["tokens_per_forward_std"],
+                "tokens_per_forward": r["tokens_per_forward_pooled"],
+                "tokens_per_forward_se": r["tokens_per_forward_pooled_se"],
                 "forward_passes": r["forward_passes"],
                 "identical": r["identical_fraction"],
                 "accuracy": 100 * acc["value"] if acc.get("value") is not None else math.nan,
@@ -145,7 +148,7 @@ def leaderboard_table(frame: pd.DataFrame, rows: Sequence[Mapping[str, Any]]) ->
     tables = device_tables()
     table = Table(
         data,
-        pm={"tokens_per_forward": "tokens_per_forward_std", "accuracy": "accuracy_stderr"},
+        pm={"tokens_per_forward": "tokens_per_forward_se", "accuracy": "accuracy_stderr"},
         digits={
             "tokens_per_s": 1,
             "speedup": 2,

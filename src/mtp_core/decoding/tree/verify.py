@@ -410,7 +410,7 @@ class TreeDecoder(Decoder):
         t0 = time.perf_counter()
         session = None
         if compiled:  # the cache holds the tokens and one bucketed chunk (the prefill's extra rows fit in its room)
-            session = self.static_session(n, ids.shape[1] + max_new_tokens + bucket_rows(self.max_chunk_rows()))
+            session = self.static_session(n, ids.shape[1] + max_new_tokens, bucket_rows(self.max_chunk_rows()))
         cache = session.cache if session is not None else DynamicCache(config=self.model.config)
         to_slots = session.prompt_mask if session is not None else None
         last_logits, last_hidden, extra_logits, prompt_hidden = self._prefill(ids, mask, pos, cache, to_slots)

@@ -223,7 +223,7 @@ class MaskMTPDecoder(Decoder):
         compiled = self.backend == "compiled"  # a static batch: finished rows stay, chunks at bucket sizes
         cache = None if compiled else DynamicCache(config=self.model.config)
         if compiled:
-            self.static_session(n, ids.shape[1] + max_new_tokens + bucket_rows(2 * self.k - 1))
+            self.static_session(n, ids.shape[1] + max_new_tokens, bucket_rows(2 * self.k - 1))
         mask_id = self.mask_id if self.mask_id is not None else 0
 
         # prefill: prompt + (k-1) masks at the next positions; emits up to k tokens

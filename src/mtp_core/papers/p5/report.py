@@ -5,9 +5,8 @@
   (`P5Plan.vanilla_method`: greedy, or at paper scale the sampling vanilla as the paper's), speedup over greedy
   measured in the same job ("× greedy") and modeled (the tree core's cost table on the job's first prompt:
   verification only, drafting not priced), τ = mean accept length per step (bonus excluded, the paper's; mean ±
-  stderr over prompts), tokens per
-  step (bonus included, Spec-Bench's), tokens per forward (prefill counted, paper 3's), drafted nodes per step,
-  the share of steps on the largest tree used (EntMTPτ's aggressive tree), identical-to-greedy fraction, the
+  stderr over prompts), tokens per step (bonus included, Spec-Bench's), tokens per forward (prefill counted, pooled
+  over prompts: paper 3's), drafted nodes per step, the share of steps on the largest tree used (EntMTPτ's aggressive tree), identical-to-greedy fraction, the
   continuation NLL under the base model (nats per token, mean ± stderr over prompts; `quality`) and its difference
   from the vanilla row's, paired by prompt (§5.1's "within [x] nats" of the base LM), whether the simulation
   predicted every prompt's forwards (empty under typical acceptance, where it does not apply), and n.
@@ -37,6 +36,7 @@ from matplotlib.figure import Figure
 
 from ...io import read_jsonl
 from ...results.figures import save_figure, style
+from ...results.read import pooled_tokens_per_forward
 from ...results.tables import Table
 from ...results.write import samples_path
 from .bank import ROOT_ONLY
@@ -95,7 +95,7 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
                 "τ stderr": e_tau,
                 "tokens/step": m_step,
                 "tokens/step stderr": e_step,
-                "tokens/forward": stats["tokens_per_forward"]["mean"],
+                "tokens/forward": pooled_tokens_per_forward(stats),
                 "drafted nodes/step": float(np.mean(drafted)) if drafted else 0.0,
                 "largest-tree share": float(np.mean([d == largest for d in drafted])) if drafted else None,
                 "identical": stats.get("identical_fraction"),

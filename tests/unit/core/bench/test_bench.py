@@ -133,6 +133,12 @@ def test_compiled_rows_compile_once_per_shape_of_rows_and_their_times_leave_the_
     assert row["compile_s"] > 0 and summary["decoders"]["greedy"]["compile_s"] == 0
     assert sum(map(sum, row["batch_seconds"])) < row["compile_s"]
     assert decode_stats(gens["gc"])["wall_s"] < row["compile_s"]
+    # a tree decoder's cache holds a verification chunk beyond the tokens (41 rows, compiled at 64): its headroom
+    # comes on top of the reservation, so both prompts share one length, 175 + 64 -> 256 (not 192 for the short one)
+    shapes.clear()
+    pl = {"pl": {"decoder": "prompt-lookup", "num_draft": 40, "backend": "compiled"}}
+    run_bench(tiny_llama, pl, prompts, 6, warmup=0, repeats=1)
+    assert shapes == [(1, 256), (1, 256)]
 
 
 def test_a_compile_leaves_the_decoding_time_first_then_the_prefills():
@@ -213,3 +219,27 @@ def test_multi_turn_rows_are_decoded_turn_by_turn_with_their_own_answers(tiny_ll
 def test_multi_turn_rows_without_chat_template_are_an_error(tiny_llama):
     with pytest.raises(ValueError, match="'mt' has 2 turns"):
         encode_prompts(tiny_llama, TWO_TURNS, chat=False)
+
+
+def test_every_repeat_starts_without_what_the_warm_up_or_earlier_repeats_learned(tiny_llama, monkeypatch):
+    """The wall-clock guard learns acceptance rates as it decodes: the warm-up (16 tokens of the first batch) and
+    every repeat teach it, but each repeat starts from none of that, so no batch is timed on what was learned from
+    the same prompt; its cost table, a property of the machine, is calibrated once."""
+    from mtp_core.decoding.prompt_lookup import PromptLookupDecoder
+
+    seen = []
+    generate = PromptLookupDecoder.generate
+
+    def spy(self, *args):
+        before, calibrated = float(self.acceptance.tries.sum()), len(self.guard._by_batch)
+        out = generate(self, *args)
+        seen.append((before, float(self.acceptance.tries.sum()), calibrated))
+        return out
+
+    monkeypatch.setattr(PromptLookupDecoder, "generate", spy)
+    prompts = encode_prompts(tiny_llama, [{"id": "r", "category": "x", "prompt": "one two three one two three one"}])
+    run_bench(tiny_llama, {"greedy": {}, "pl": {"decoder": "prompt-lookup", "adaptive": True}}, prompts, 24,
+              warmup=1, repeats=2)  # fmt: skip
+    assert len(seen) == 3 and all(after > before for before, after, _ in seen)  # each call learned something
+    assert [before for before, _, _ in seen] == [0.0, 0.0, 0.0]  # and the next started without it
+    assert [calibrated for _, _, calibrated in seen] == [0, 1, 1]  # calibrated in the warm-up, kept

@@ -314,7 +314,7 @@ def test_decoding_table_speedups_and_order(decode_paths):
         "n",
         "tokens_per_s",
         "tokens_per_forward",
-        "tokens_per_forward_std",
+        "tokens_per_forward_se",
         "forward_passes",
         "new_tokens_mean",
         "speedup_vs_greedy",
@@ -331,7 +331,8 @@ def test_decoding_table_speedups_and_order(decode_paths):
     assert d["speedup_vs_greedy"].tolist() == pytest.approx([1.0, 0.8, 2.4, 0.5, 1.0, 2.2])
     assert d["speedup_vs_hf_greedy"].tolist() == pytest.approx([1.25, 1.0, 3.0, 1.0, 2.0, 4.4])
     shown = t.display()
-    assert shown.loc[2, "tokens_per_forward"] == "2.90 ± 0.25" and shown.loc[2, "forward_passes"] == "221"
+    # these records predate the pooled figure: 640 tokens over 221 forwards, without an error to show
+    assert shown.loc[2, "tokens_per_forward"] == "2.90" and shown.loc[2, "forward_passes"] == "221"
     assert shown.loc[2, "tokens_per_s"] == "48.0" and shown.loc[5, "speedup_vs_hf_greedy"] == "4.40"
 
 
