@@ -20,7 +20,7 @@ SPLITS = ("train", "validation", "test")
 
 
 class ContaminationError(ValueError):
-    """Generated test questions that are also train/validation seed questions."""
+    """Generated test questions that are also train/validation questions."""
 
 
 def build_math(spec: dict, seed: int, on_bad_row: str = "error") -> tuple[dict[str, list[dict]], dict]:
@@ -29,9 +29,9 @@ def build_math(spec: dict, seed: int, on_bad_row: str = "error") -> tuple[dict[s
     reads: dict[str, dict] = {}
     if kind == "synthetic_math":
         level = Difficulty.from_dict(spec.get("difficulty"))
-        rows = [ex.row for ex in generate_train(spec["n_seed_problems"], spec.get("augmentations", {}), seed, level)]
-        seeds = {row["original_question"] for row in rows}
-        test = [ex.row for ex in generate_test(spec["n_test_problems"], seed, exclude=seeds, difficulty=level)]
+        examples = generate_train(spec["n_seed_problems"], spec.get("augmentations", {}), seed, level)
+        rows, taken = [ex.row for ex in examples], {ex.problem.key for ex in examples}
+        test = [ex.row for ex in generate_test(spec["n_test_problems"], seed, exclude=taken, difficulty=level)]
     elif kind == "metamathqa":
         train_read, test_read = ReadReport(spec["path"]), ReadReport(spec["test"]["path"])
         rows = list(load_metamathqa(spec["path"], on_bad_row, train_read))
@@ -52,9 +52,9 @@ def build_math(spec: dict, seed: int, on_bad_row: str = "error") -> tuple[dict[s
     }
     overlap = report["test_questions_in_train_or_validation"]
     if overlap and kind == "synthetic_math":
-        raise ContaminationError(f"{overlap} generated test questions are train/validation seed questions")
+        raise ContaminationError(f"{overlap} generated test questions are train/validation questions")
     if overlap:
-        log.warning("%d test questions are also MetaMathQA seed questions", overlap)
+        log.warning("%d test questions are also MetaMathQA questions", overlap)
     return {"train": train, "validation": validation, "test": test}, report
 
 

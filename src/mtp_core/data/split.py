@@ -58,13 +58,14 @@ def split_report(
     key: str = GROUP_KEY,
 ) -> dict:
     """Rows, groups and per-type counts per split, the number of groups found in both train and validation
-    (checked, must be 0: SplitError otherwise) and how many test questions are train/validation seeds."""
+    (checked, must be 0: SplitError otherwise) and how many test questions are a train/validation question, a
+    seed's or any augmentation's query (a rephrasing too), word for word."""
     train_groups = {row[key] for row in train}
     val_groups = {row[key] for row in validation}
     crossing = len(train_groups & val_groups)
     if crossing:
         raise SplitError(f"{crossing} groups of {key!r} are in both train and validation")
-    seen = train_groups | val_groups
+    seen = train_groups | val_groups | {row["query"] for rows in (train, validation) for row in rows}
     return {
         "group_key": key,
         "splits": {

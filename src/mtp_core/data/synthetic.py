@@ -13,8 +13,10 @@ generated with exact arithmetic, so every answer is known:
   "If we know the answer to the above question is N, what is the value of unknown variable X?", solved for X.
 
 Responses end with `#### N` and `The answer is: N` as in MetaMathQA. Train problems and test problems are
-drawn from separate random streams (`random.Random` seeded with a string, no global state), and no test
-question equals a train question.
+drawn from separate random streams (`random.Random` seeded with a string, no global state). Problems are told
+apart by what they ask (`Problem.key`: the template and its numbers, in any roles), not by their wording: no two seed problems
+are the same problem under another name or phrasing, and no test problem is a train problem in any wording (a
+rephrasing of a train seed included).
 """
 
 from __future__ import annotations
@@ -149,6 +151,12 @@ class Problem:
         return " ".join(self.parts())
 
     @property
+    def key(self) -> tuple[str, tuple[int, ...]]:
+        """The problem itself, whoever it is about and however it is worded: its template and the numbers it
+        gives, in whichever roles (3 eggs a batch for 4 batches is 4 eggs a batch for 3 batches)."""
+        return self.template.name, tuple(sorted(self.values.values()))
+
+    @property
     def answer(self) -> int:
         return self.template.solve(self.values)
 
@@ -197,9 +205,9 @@ def sample_problem(template: Template, rng: random.Random, difficulty: Difficult
 
 
 def seed_problems(
-    n: int, rng: random.Random, exclude: frozenset[str] | set[str] = frozenset(), difficulty: Difficulty = ANY
+    n: int, rng: random.Random, exclude: frozenset[tuple] | set[tuple] = frozenset(), difficulty: Difficulty = ANY
 ) -> list[Problem]:
-    """`n` problems with distinct questions (none in `exclude`), cycling through the templates of `difficulty`
+    """`n` distinct problems (`Problem.key`; none in `exclude`), cycling through the templates of `difficulty`
     in a freshly shuffled order each round so that every template is used once n >= their number."""
     seen, out = set(exclude), []
     templates = difficulty.templates()
@@ -210,8 +218,8 @@ def seed_problems(
             if len(out) == n:
                 return out
             problem = sample_problem(template, rng, difficulty)
-            if problem.question not in seen:
-                seen.add(problem.question)
+            if problem.key not in seen:
+                seen.add(problem.key)
                 out.append(problem)
         if len(out) == n:
             return out
@@ -393,10 +401,10 @@ def generate_train(
 
 
 def generate_test(
-    n_test_problems: int, seed: int, exclude: frozenset[str] | set[str] = frozenset(), difficulty: Difficulty = ANY
+    n_test_problems: int, seed: int, exclude: frozenset[tuple] | set[tuple] = frozenset(), difficulty: Difficulty = ANY
 ) -> list[Example]:
-    """Held-out seed problems from the `test` stream, no augmentations, none equal to a question in
-    `exclude`; rows also carry `answer` (the number as a string)."""
+    """Held-out seed problems from the `test` stream, no augmentations, none of the problems in `exclude`
+    (`Problem.key`, e.g. every train problem); rows also carry `answer` (the number as a string)."""
     out = []
     for problem in seed_problems(n_test_problems, stream("test", seed), exclude, difficulty):
         ex = seed_example(problem)

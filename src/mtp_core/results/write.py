@@ -72,19 +72,20 @@ def effective_k(accepted: Sequence[int], answer_tokens: int) -> float:
 def answer_token_count(tokenizer: Any, tokens: Sequence[int], answer_text: str) -> int:
     """How many of `tokens` the stop-truncated `answer_text` spans: the longest prefix whose decoded text
     is no longer than the answer (binary search; decoding is monotone in length). Trailing special tokens
-    (the EOS) are not counted, as the official script matches against the tokenised response."""
+    (the EOS) are not counted, as the official script matches against the tokenised response, and neither are
+    the tokens of a whitespace stop string (BBH's "\n\n"): lengths are compared with the whitespace kept."""
     tokens = list(tokens)
     special = set(tokenizer.all_special_ids)
     while tokens and tokens[-1] in special:  # a closing EOS is not part of the answer text
         tokens.pop()
     full = tokenizer.decode(tokens, skip_special_tokens=True)
-    if answer_text.strip() == full.strip():
+    if answer_text == full:
         return len(tokens)
     lo, hi = 0, len(tokens)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         text = tokenizer.decode(tokens[:mid], skip_special_tokens=True)
-        if len(text.rstrip()) <= len(answer_text.rstrip()):
+        if len(text) <= len(answer_text):
             lo = mid
         else:
             hi = mid - 1

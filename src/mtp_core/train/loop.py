@@ -25,10 +25,12 @@ Per optimiser step: for each of this process's micro-batches (in `dist.no_sync` 
 autocast if `precision` says so) `backward(loss * w)` with w = weight (`loss_weighting="tokens"`) or 1
 (`"micro_batch"`, the official `loss / grad_accum`); then the gradients are scaled by world / sum(w) over all
 processes, so the update is that of the mean over the global batch whatever the micro-batch split; clip to
-`grad_clip` (the norm before clipping is logged); AdamW; LR schedule. Then: one CSV row (flushed), a resumable
-state every `checkpoint_every` steps, an HF export at each of `save_steps`, callbacks: a callback may return
-`SAVE` (a resumable state now, e.g. a wall-clock interval) or raise `StopTraining` (a resumable state now, then
-the exception propagates: how the launcher stops at a step boundary on preemption); in a process group every
+`grad_clip` (the norm before clipping is logged); AdamW; LR schedule. Then: one CSV row (flushed; its `weight`
+is sum(w): supervised units under `tokens`, micro-batches under `micro_batch`), a resumable state every
+`checkpoint_every` steps after the HF export at each of `save_steps` (a run killed between the two redoes the
+step and its export), callbacks: a callback may return `SAVE` (a resumable state now, e.g. a wall-clock
+interval) or raise `StopTraining` (a resumable state now, then the exception propagates: how the launcher stops
+at a step boundary on preemption); in a process group every
 rank's callbacks must decide alike (the launcher's callback all-reduces its flags). Resume restores model,
 optimiser, scheduler, step-function state, RNG states and the step, and truncates the CSV to that step, so
 killing a run and starting it again gives the same weights, bit for bit, as never killing it.
@@ -425,11 +427,11 @@ def train(
                     grad_norm,
                     tokens_total,
                 )
+            if done in cfg.save_steps:  # before the state: a run killed in between redoes the step and its export
+                export(done)
             if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.max_steps:
                 save_state(done)
                 last_saved = done
-            if done in cfg.save_steps:
-                export(done)
             for cb in callbacks:
                 try:
                     ask = cb(done, row)

@@ -182,10 +182,15 @@ def split_task(
         for r in rows:
             r.pop("stub", None)
             r["task"], r["split"] = task, s
-    ids = {s: {r["id"] for r in rows} for s, rows in out.items()}
-    overlap = (ids["test"] & ids["calib"]) | (ids["test"] & ids["train"]) | (ids["calib"] & ids["train"])
+    # by text, not id (ids name their split): one prompt twice in a pool, or a math question in two splits
+    texts = {s: {str(r["prompt"]): r["id"] for r in rows} for s, rows in out.items()}
+    overlap = sorted(
+        texts[a][t]
+        for a, b in (("test", "calib"), ("test", "train"), ("calib", "train"))
+        for t in texts[a].keys() & texts[b]
+    )
     if overlap:
-        raise InputError(f"papers.p5.tasks.{task}: prompts {sorted(overlap)[:3]} fall in two splits")
+        raise InputError(f"papers.p5.tasks.{task}: prompts {overlap[:3]} fall in two splits")
     report = {
         "task": task,
         "source": source,

@@ -112,3 +112,27 @@ def test_prepare_math_script(tmp_path, monkeypatch):
     runpy.run_path(str(script), init_globals={"snakemake": smk}, run_name="__main__")
     names = sorted(p.name for p in out.iterdir())
     assert names == ["split_report.json", "test.jsonl", "train.jsonl", "validation.jsonl"]
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "config/tiny.yaml"])
+def test_no_test_problem_is_a_training_problem_in_other_words(config):
+    """The embedded and tiny math datasets as the pipeline builds them: no test question is a train or validation
+    query word for word (a rephrasing included), nor the same problem under another name or wording: the same
+    numbers in the question and the same answer as a seed's, answer augmentation's or rephrasing's."""
+    import re
+
+    from mtp_core.validation import load_config
+
+    cfg = load_config(REPO / config)
+    splits, report = build_math(cfg["datasets"]["math"], cfg["seed"])
+    seen = [r for s in ("train", "validation") for r in splits[s]]
+
+    def problem(query: str, answer: str) -> tuple:
+        return tuple(sorted(re.findall(r"\d+", query))), answer
+
+    worded = {r["type"] for r in seen} - {"SYN_SV", "SYN_FOBAR"}  # these ask for a quantity, not the answer
+    known = {problem(r["query"], r["response"].rsplit("The answer is: ", 1)[1]) for r in seen if r["type"] in worded}
+    queries = {r["query"] for r in seen}
+    assert report["test_questions_in_train_or_validation"] == 0
+    assert not [r["query"] for r in splits["test"] if r["query"] in queries]
+    assert not [r["query"] for r in splits["test"] if problem(r["query"], r["answer"]) in known]

@@ -147,6 +147,9 @@ def test_answer_token_count_on_stop_truncated_text(loaded):
     assert answer_token_count(tok, tokens, "The answer is: 7.\nQuestion:") == len(tokens)
     # a closing EOS is not part of the answer (the official script matches the tokenised response)
     assert answer_token_count(tok, tokens + [2], "The answer is: 7.\nQuestion:") == len(tokens)
+    # nor is a whitespace stop string (BBH stops at "\n\n"): 21 bytes of answer, then the 2 of the stop
+    cut = tok("So the answer is (A).\n\n", add_special_tokens=False).input_ids
+    assert len(cut) == 23 and answer_token_count(tok, cut, "So the answer is (A).") == 21
 
 
 # --- the model class ---------------------------------------------------------------------------------------

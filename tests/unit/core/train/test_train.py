@@ -401,3 +401,36 @@ def test_a_model_loaded_in_bf16_trains_float32_master_weights(tmp_path):
     assert {p.dtype for p in runs["bf16"].values()} == {torch.bfloat16}
     moved = [n for n, p in runs["bf16-in"].items() if not torch.equal(p, p.bfloat16().float())]
     assert moved, "float32 masters hold updates finer than bf16"
+
+
+def test_a_run_killed_while_exporting_a_step_exports_it_on_resume(tmp_path):
+    """An export step that is also a checkpoint step (paper 1: every 10,000th, checkpoints every 1,000): the
+    export comes first, so a run killed while writing it has not saved that step's state, redoes the step on
+    resume and writes the export; the weights equal an uninterrupted run's."""
+
+    class Killed(Exception):
+        pass
+
+    def run(out, export_fn):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(3, 1)
+        cfg = TrainConfig(max_steps=4, global_batch_size=2, micro_batch_size=2, lr=1e-2, warmup_steps=0,
+                          checkpoint_every=2, save_steps=(2,), progress=False)  # fmt: skip
+        return lin, train(_ToyStep(), lin, _ToyData(), cfg, out, export_fn=export_fn)
+
+    def save(m, p):
+        p.mkdir(parents=True, exist_ok=True)
+        torch.save(m.state_dict(), p / "w.pt")
+
+    def dies_at_step_2(m, p):
+        if p.name == "step-00000002":
+            raise Killed
+        save(m, p)
+
+    with pytest.raises(Killed):
+        run(tmp_path / "cut", dies_at_step_2)
+    lin, res = run(tmp_path / "cut", save)
+    assert res.resumed_from == 0 and (tmp_path / "cut" / "exports" / "step-00000002" / "w.pt").exists()
+    ref, _ = run(tmp_path / "ref", save)
+    for a, b in zip(lin.state_dict().values(), ref.state_dict().values()):
+        assert torch.equal(a, b)

@@ -69,3 +69,13 @@ def test_one_pool_is_cut_into_disjoint_slices():
     assert len(ids) == len(set(ids)) == 9 and cut(pool, {"test": 3, "calib": 4, "train": 2}, "seed", "t") == out
     with pytest.raises(InputError, match="the splits would overlap"):
         cut(pool, {"test": 5, "calib": 5, "train": 1}, "seed", "t")
+
+
+def test_a_question_in_two_splits_is_refused(math_files, tmp_path):
+    """The splits are compared by text, not by id (ids name their split, so they never collide): a test question
+    that is also a GSM8K training question of the validation split stops the job."""
+    test = [{"query": "Ann reads ten pages ...", "response": "... #### 8", "answer": "8", "type": "GSM8K"}]
+    atomic_write_jsonl(tmp_path / "leaky_test.jsonl", test)
+    spec = {"source": "math", "dataset": "math", "test": 1, "calib": 1, "train": 2}
+    with pytest.raises(InputError, match=r"papers\.p5\.tasks\.gsm8k: prompts \['gsm8k/test/0'\] fall in two splits"):
+        split_task("gsm8k", spec, 123, math_files={**math_files, "test": str(tmp_path / "leaky_test.jsonl")})
