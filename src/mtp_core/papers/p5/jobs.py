@@ -42,8 +42,11 @@ def split_job(
     math_files: Mapping[str, Mapping[str, str]],
     on_bad_row: str = "error",
     prompt_format: str = "chat",
+    held_out: Sequence[str] = (),
 ) -> dict:
-    """Every task's test / calib / train prompt files (`outputs[task][split]`) and one report."""
+    """Every task's test / calib / train prompt files (`outputs[task][split]`) and one report; no split holds a
+    prompt of the prompt files `held_out` (`P5Plan.split_inputs`)."""
+    held = frozenset(str(r["prompt"]) for path in held_out for r in read_jsonl(path))
     conversations = None
     if any(t["source"] == "sharegpt" for t in tasks.values()):
         from ...data.sharegpt import read_sharegpt
@@ -61,6 +64,7 @@ def split_job(
             conversations=conversations,
             on_bad_row=on_bad_row,
             prompt_format=prompt_format,
+            held_out=held,
         )
         for s in SPLITS:
             atomic_write_jsonl(outputs[task][s], rows[s])

@@ -34,7 +34,7 @@ from ...models.plan import model_dir, model_inputs
 from ...train.finetune import with_base_stamp
 from .checks import Checks
 from .settings import FrontierSettings, HeadsTrainConfig, P5Settings
-from .splits import SPLITS
+from .splits import HELD_OUT, SPLITS
 
 REFERENCE = "greedy"
 DECODE_KEYS = ("acceptance", "temperature", "posterior_threshold", "posterior_alpha")
@@ -82,9 +82,15 @@ class P5Plan(Checks):
         return {f"{t}_{s}": self.split_path(t, s) for t in self.s.tasks for s in SPLITS}
 
     def split_inputs(self) -> dict[str, str]:
-        """The split files of the math datasets the tasks read, by name `<dataset>_<split>`."""
+        """The split files of the math datasets the tasks read, by name `<dataset>_<split>`, and where paper 5 has
+        leaderboard rows the prompt files the leaderboard decodes, `held_out_<set>`: no task keeps a prompt of
+        theirs, so the heads never train on a prompt their leaderboard rows are timed on."""
         math = dict.fromkeys(t.dataset for t in self.s.tasks.values() if t.source == "math")
-        return {f"{d}_{s}": layout.data_split(d, s) for d in math for s in MATH_SPLITS}
+        out = {f"{d}_{s}": layout.data_split(d, s) for d in math for s in MATH_SPLITS}
+        board = self.config.get("leaderboard") or {}
+        if self.s.leaderboard.methods and board.get("enabled", True):
+            out |= {f"{HELD_OUT}{ps}": layout.prompts(ps) for ps in board.get("prompt_sets") or {}}
+        return out
 
     # ----------------------------------------------------------------------------------------------- heads
 

@@ -37,6 +37,7 @@ from ...data.prompts import (
 from ...io import InputError, ReadReport, read_jsonl, require_text_fields
 
 SPLITS = ("test", "calib", "train")
+HELD_OUT = "held_out_"  # the split job's inputs named so: prompt files whose prompts no split may hold
 SOURCES = ("humaneval", "math", "sharegpt")
 PROMPT_FORMATS = ("chat", "paper")
 GSM8K_TYPE_PREFIXES = ("GSM_", "SYN_")  # MetaMathQA's rows derived from GSM8K train; the synthetic stand-in's
@@ -142,6 +143,13 @@ def cut(pool: list[dict], sizes: Mapping[str, int], seed: str, task: str) -> dic
     return out
 
 
+def _hold_out(pool: list[dict], held_out: frozenset[str] | set[str], extra: dict) -> list[dict]:
+    """The pool without the prompts in `held_out` (by text); their number added to `extra["held_out"]`."""
+    kept = [r for r in pool if str(r["prompt"]) not in held_out]
+    extra["held_out"] = extra.get("held_out", 0) + len(pool) - len(kept)
+    return kept
+
+
 def split_task(
     task: str,
     spec: Mapping[str, Any],
@@ -151,8 +159,10 @@ def split_task(
     conversations: list | None = None,
     on_bad_row: str = "error",
     prompt_format: str = "chat",
+    held_out: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[dict[str, list[dict]], dict]:
-    """The test / calib / train prompt rows of one task and a report (sources, pool sizes, filters)."""
+    """The test / calib / train prompt rows of one task and a report (sources, pool sizes, filters); a pool prompt
+    whose text is in `held_out` (the leaderboard's prompts) is left out of every split and counted."""
     sizes = {s: int(spec[s]) for s in SPLITS}
     reads: dict[str, ReadReport] = {}
     extra: dict[str, Any] = {}
@@ -160,7 +170,7 @@ def split_task(
     if source == "math":
         if math_files is None:
             raise ValueError(f"task {task}: source math needs the dataset's split files")
-        pools = math_pools(task, math_files, on_bad_row, reads)
+        pools = {s: _hold_out(p, held_out, extra) for s, p in math_pools(task, math_files, on_bad_row, reads).items()}
         out = {s: take(pools[s], sizes[s], f"p5/{task}/{s}/{seed}", f"papers.p5.tasks.{task}.{s}") for s in SPLITS}
         extra["pools"] = {s: len(p) for s, p in pools.items()}
     elif source in ("humaneval", "sharegpt"):
@@ -170,6 +180,7 @@ def split_task(
             filters: Counter = Counter()
             pool = sharegpt_pool(conversations or [], filters)
             extra["filters"] = dict(filters)
+        pool = _hold_out(pool, held_out, extra)
         out = cut(pool, sizes, f"p5/{task}/{seed}", task)
         extra["pools"] = {"all": len(pool)}
     else:

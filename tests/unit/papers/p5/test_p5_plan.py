@@ -54,7 +54,9 @@ def test_params_paths_and_leaderboard(tiny):
     assert P5Plan(with_root).frontier_settings().include_greedy
     assert plan.SPLIT_REPORT == "results/prompts/p5/split_report.json"
     assert plan.split_outputs()["gsm8k_calib"] == "results/prompts/p5/gsm8k/calib.jsonl"
-    assert plan.split_inputs() == {f"math_{s}": f"results/data/math/{s}.jsonl" for s in ("train", "validation", "test")}
+    held_out = {f"held_out_{ps}": f"results/prompts/{ps}.jsonl" for ps in tiny["leaderboard"]["prompt_sets"]}
+    math = {f"math_{s}": f"results/data/math/{s}.jsonl" for s in ("train", "validation", "test")}
+    assert plan.split_inputs() == math | (held_out if plan.s.leaderboard.methods else {})
     assert plan.selfdistill_dir() == "results/data/p5/selfdistill/tiny-qwen3-math"
     assert plan.train_record("medusa") == "results/models/p5/heads/medusa/train.json"
     assert plan.frontier_outputs()[0] == "results/analysis/p5/{heads}/humaneval/table.npz"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_core.io import InputError, atomic_write_jsonl
-from mtp_core.papers.p5.splits import cut, math_pools, paper_format, split_task
+from mtp_core.papers.p5.splits import cut, humaneval_pool, math_pools, paper_format, split_task
 
 
 def rows(*specs):
@@ -79,3 +79,27 @@ def test_a_question_in_two_splits_is_refused(math_files, tmp_path):
     spec = {"source": "math", "dataset": "math", "test": 1, "calib": 1, "train": 2}
     with pytest.raises(InputError, match=r"papers\.p5\.tasks\.gsm8k: prompts \['gsm8k/test/0'\] fall in two splits"):
         split_task("gsm8k", spec, 123, math_files={**math_files, "test": str(tmp_path / "leaky_test.jsonl")})
+
+
+def test_the_leaderboards_prompts_are_held_out_of_every_split():
+    """The embedded config: paper 5 has leaderboard rows, so its split job reads the prompt files the leaderboard
+    decodes, and no HumanEval split keeps their prompts (the Spec-Bench-style set draws its coding prompts from the
+    same 164 problems); the prompts left out are counted."""
+    from mtp_core.data.prompt_sets import build_prompt_set
+    from mtp_core.papers.p5.plan import P5Plan
+    from mtp_core.validation import load_config
+    from tests.conftest import REPO
+
+    cfg = load_config(REPO / "config.yaml")
+    inputs = P5Plan(cfg).split_inputs()
+    assert {k for k in inputs if k.startswith("held_out_")} == {
+        f"held_out_{ps}" for ps in cfg["leaderboard"]["prompt_sets"]
+    }
+    rows, _ = build_prompt_set("specbench", cfg["prompt_sets"]["specbench"], seed=cfg["seed"])
+    held = {str(r["prompt"]) for r in rows}
+    spec, seed = cfg["papers"]["p5"]["tasks"]["humaneval"], cfg["papers"]["p5"]["split_seed"]
+    texts = lambda out: {str(r["prompt"]) for split in out.values() for r in split}  # noqa: E731
+    before, _ = split_task("humaneval", spec, seed)
+    after, report = split_task("humaneval", spec, seed, held_out=held)
+    assert texts(before) & held and not texts(after) & held  # the old split trained on a leaderboard prompt
+    assert report["held_out"] == len(held & {str(r["prompt"]) for r in humaneval_pool("error", {})})
