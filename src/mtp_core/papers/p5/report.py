@@ -6,10 +6,11 @@
   measured in the same job ("× greedy") and modeled (the tree core's cost table on the job's first prompt:
   verification only, drafting not priced), τ = mean accept length per step (bonus excluded, the paper's; mean ±
   stderr over prompts), tokens per step (bonus included, Spec-Bench's), tokens per forward (prefill counted, pooled
-  over prompts: paper 3's), drafted nodes per step, the share of steps on the largest tree used (EntMTPτ's aggressive tree), identical-to-greedy fraction, the
-  continuation NLL under the base model (nats per token, mean ± stderr over prompts; `quality`) and its difference
-  from the vanilla row's, paired by prompt (§5.1's "within [x] nats" of the base LM), whether the simulation
-  predicted every prompt's forwards (empty under typical acceptance, where it does not apply), and n.
+  over prompts: paper 3's), drafted nodes per step, the share of steps on the largest tree used (EntMTPτ's
+  aggressive tree), identical-to-greedy fraction, the continuation NLL under the base model (nats per token, mean
+  ± stderr over prompts; `quality`) and its difference from the vanilla row's, paired by prompt (§5.1's "within
+  [x] nats" of the base LM), whether the simulation predicted every prompt's forwards (empty under typical
+  acceptance, where it does not apply), and n.
 * **Table 2**: per task, frontier trees near the requested sizes with their search cap D, biased (the what-if
   probe at the smaller tree's step starts) and self (own rollout) mean accept, and per task max |Δ| and
   Kendall's tau over every re-scored tree.
@@ -115,7 +116,7 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
             "tokens/step": "tokens/step stderr",
             "continuation NLL": "continuation NLL stderr",
             "Δ NLL vs vanilla": "Δ NLL stderr",
-        },  # fmt: skip
+        },
         digits={
             "tok/s": 2,
             "× vanilla": 3,
@@ -124,7 +125,7 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
             "continuation NLL": 3,
             "Δ NLL vs vanilla": 3,
             "n": 0,
-        },  # fmt: skip
+        },
     )
 
 
