@@ -14,9 +14,9 @@ generated with exact arithmetic, so every answer is known:
 
 Responses end with `#### N` and `The answer is: N` as in MetaMathQA. Train problems and test problems are
 drawn from separate random streams (`random.Random` seeded with a string, no global state). Problems are told
-apart by what they ask (`Problem.key`: the template and its numbers, in any roles), not by their wording: no two seed problems
-are the same problem under another name or phrasing, and no test problem is a train problem in any wording (a
-rephrasing of a train seed included).
+apart by what they ask (`Problem.key`: the template and its numbers, in any roles), not by their wording: no two
+seed problems are the same problem under another name or phrasing, and no test problem is a train problem in any
+wording (a rephrasing of a train seed included).
 """
 
 from __future__ import annotations

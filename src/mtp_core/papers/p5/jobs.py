@@ -163,8 +163,9 @@ def decode_job(
     **settings: Any,
 ) -> dict:
     """One task's decoding job (greedy then the methods, bench protocol: `bench.prompt_sets.decode_prompt_set`), each
-    result's continuation perplexity under the base model (`quality`), then the simulation check: per heads-based method, the forwards its simulation predicts on these prompts (their own
-    greedy continuations and rank tables) against the forwards it took (`check_path`)."""
+    result's continuation perplexity under the base model (`quality`), then the simulation check: per heads-based
+    method, the forwards its simulation predicts on these prompts (their own greedy continuations and rank tables)
+    against the forwards it took (`check_path`)."""
     summary = decode_prompt_set(loaded, rows, dict(decoders), list(outputs), **settings)
     prompts = [loaded.encode(r["prompt"]) for r in rows]
     add_continuation_nll(loaded.model, prompts, outputs)
