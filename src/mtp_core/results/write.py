@@ -42,6 +42,15 @@ def mean_std(values: Sequence[float]) -> dict[str, float | None]:
     return {"mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else None}
 
 
+def mean_stderr(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and standard error (sample std / sqrt n) of the values that are neither None nor NaN; (None, None)
+    without any, a None error for one."""
+    v = [float(x) for x in values if x is not None and not math.isnan(x)]
+    if not v:
+        return None, None
+    return float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
+
+
 def pooled_ratio(num: Sequence[float], den: Sequence[float]) -> dict[str, float | None]:
     """Σ num / Σ den over the samples, with its standard error (the ratio estimator's linearisation, each sample
     one cluster: sqrt(n / (n - 1) · Σ (num_i - ratio · den_i)²) / Σ den); None where it is undefined."""

@@ -7,14 +7,13 @@ prompts (± stderr), and Table 1 its difference from the vanilla row, paired by 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from ...io import atomic_write_json, read_jsonl
-from ...results.write import mean_std, samples_path
+from ...results.write import mean_stderr, samples_path
 
 
 @torch.inference_mode()
@@ -39,8 +38,6 @@ def add_continuation_nll(model: torch.nn.Module, prompts: Sequence[Sequence[int]
         per_sample = [continuation_nll(model, p, s["tokens"]) for p, s in zip(prompts, samples, strict=True)]
         with open(path, encoding="utf-8") as f:
             result = json.load(f)
-        known = [x for x in per_sample if x is not None]
-        stats = mean_std(known)
-        stderr = stats["std"] / math.sqrt(len(known)) if stats["std"] is not None else None
-        result["decode_stats"]["continuation_nll"] = {"mean": stats["mean"], "stderr": stderr, "per_sample": per_sample}
+        mean, stderr = mean_stderr(per_sample)
+        result["decode_stats"]["continuation_nll"] = {"mean": mean, "stderr": stderr, "per_sample": per_sample}
         atomic_write_json(path, result)

@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from ...io import read_jsonl
 from ...results.figures import save_figure, style
 from ...results.read import pooled_tokens_per_forward
 from ...results.tables import Table
-from ...results.write import samples_path
+from ...results.write import mean_stderr, samples_path
 from .bank import ROOT_ONLY
 from .frontier import pareto
 from .regimes import FEATURES
@@ -47,13 +46,6 @@ from .regimes import FEATURES
 
 def _json(path: str | os.PathLike) -> dict:
     return json.loads(Path(path).read_text())
-
-
-def _mean_err(values: Sequence[float]) -> tuple[float | None, float | None]:
-    v = [x for x in values if x is not None and not math.isnan(x)]
-    if not v:
-        return None, None
-    return float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
 
 
 def _paired(a: Sequence[float | None] | None, b: Sequence[float | None] | None) -> list[float]:
@@ -76,12 +68,12 @@ def table1(rows: Sequence[Mapping[str, Any]], checks: Mapping[str, str]) -> Tabl
         largest = max(drafted) if drafted else None
         check = _json(checks[r["task"]]) if Path(checks[r["task"]]).is_file() else {"methods": {}}
         sim = check["methods"].get(r["method"])
-        m_tau, e_tau = _mean_err(tau)
-        m_step, e_step = _mean_err(per_step)
+        m_tau, e_tau = mean_stderr(tau)
+        m_step, e_step = mean_stderr(per_step)
         van = _json(r["vanilla"])["decode_stats"] if r.get("vanilla") else {}
         vanilla, tps = van.get("tokens_per_s"), stats.get("tokens_per_s")
         nll = stats.get("continuation_nll") or {}
-        d_nll, e_d_nll = _mean_err(
+        d_nll, e_d_nll = mean_stderr(
             _paired(nll.get("per_sample"), (van.get("continuation_nll") or {}).get("per_sample"))
         )
         out.append(
