@@ -66,6 +66,10 @@ class Canned(Decoder):
         ("arc_easy_dmtd", ARC, "Water flows, so... The answer is (B).", 2 / 3, "B. water\nC. iron\n"),
         ("arc_challenge_dmtd", ARC, "The answer is A, no wait. The answer is B", 2 / 3, "D. salt\n"),
         ("winogrande_dmtd", WINO, "Slippery things fall. The answer is 2.", 1 / 2, "Option 2: the table\n"),
+        # markdown and LaTeX around the answer, as chat models write it; "Both" is no letter
+        ("arc_easy_dmtd", ARC, "Steam is water as a gas.\n\n**The answer is: **B****", 2 / 3, "A. rock\n"),
+        ("arc_easy_dmtd", ARC, "The answer is $\\boxed{B}$. The answer is Both", 2 / 3, "A. rock\n"),
+        ("winogrande_dmtd", WINO, "The answer is **Option 2**.", 1 / 2, "Option 1: the cup\n"),
     ],
 )
 def test_generative_task_on_local_rows(tiny_llama, tmp_path, task, rows, answer, expected, shown):
