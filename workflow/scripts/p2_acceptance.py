@@ -1,7 +1,8 @@
 """Paper 2: AR / CAR of one run's heads at every draft count from the teacher-forced simulation over its trunk's
 greedy references, and the run's validation metrics (`mtp_core.papers.p2.evaluate`).
 
-snakemake.input:   run (its export), main (its trunk), references (one per prompt set), shards, base (the untrained
+snakemake.input:   run (its export), main (its trunk), references (one per prompt set), shards, validation
+                   (the validation dataset's shards, when the section names one), base (the untrained
                    trunk, for KL(base ‖ main), when the run trained its trunk)
 snakemake.params:  depths, prompt_sets, main, heads (the heads directory), method (P2Config keys), windows,
                    max_new_tokens, base (the run's base model when it trained its trunk, else None)
@@ -12,10 +13,9 @@ snakemake.wildcards: run
 import torch
 
 from mtp_core.config.settings import config_hash
-from mtp_core.data.shards import TokenShards
 from mtp_core.io import log_to_file
 from mtp_core.models.heads import load_heads
-from mtp_core.papers.p2.data import Windows
+from mtp_core.papers.p2.data import validation_rows
 from mtp_core.papers.p2.evaluate import acceptance_job, validation_metrics
 from mtp_core.papers.p2.jobs import load_main
 from mtp_core.papers.p2.settings import P2Config
@@ -39,8 +39,7 @@ acceptance_job(
     config_hash=config_hash(smk.config),
     heads_dir=smk.params.heads,
 )
-w = smk.params.windows
-windows = Windows(TokenShards(smk.input.shards), w["seq_len"], w["val_tokens"], w["window_seed"])
+windows = validation_rows(smk.params.windows, smk.input.shards, smk.input.get("validation"))
 base = load_main(smk.config, smk.params.base) if smk.params.base else None
 method = P2Config.from_dict(smk.params.method)
-validation_metrics(loaded, heads, windows.val_rows(w["windows"]), method.loss, smk.output.validation, base)
+validation_metrics(loaded, heads, windows, method.loss, smk.output.validation, base)

@@ -1,7 +1,8 @@
 """Paper 2: greedy references of one trunk on every prompt set (past the budget, ignoring stops) and the main head's
 Top-N mass on the validation windows (`mtp_core.papers.p2.evaluate`).
 
-snakemake.input:   model (a base model's checkpoint or a run's export with its trained trunk), prompts, shards
+snakemake.input:   model (a base model's checkpoint or a run's export with its trained trunk), prompts, shards,
+                   validation (the validation dataset's shards, when the section names one)
 snakemake.params:  prompt_sets {set: prompts per category}, windows (P2Plan.windows_spec),
                    settings {max_new_tokens, reference_extra_tokens}
 snakemake.output:  results (one JSON per prompt set, in prompt_sets order), topn_csv, topn
@@ -11,9 +12,8 @@ snakemake.wildcards: main
 import torch
 
 from mtp_core.config.settings import config_hash
-from mtp_core.data.shards import TokenShards
 from mtp_core.io import log_to_file
-from mtp_core.papers.p2.data import Windows
+from mtp_core.papers.p2.data import validation_rows
 from mtp_core.papers.p2.evaluate import reference_job, topn_mass
 from mtp_core.papers.p2.jobs import load_main, prompt_rows
 
@@ -33,6 +33,5 @@ reference_job(
     scale=smk.config["scale"],
     config_hash=config_hash(smk.config),
 )
-w = smk.params.windows
-windows = Windows(TokenShards(smk.input.shards), w["seq_len"], w["val_tokens"], w["window_seed"])
-topn_mass(loaded.model, windows.val_rows(w["windows"]), smk.output.topn_csv, smk.output.topn)
+windows = validation_rows(smk.params.windows, smk.input.shards, smk.input.get("validation"))
+topn_mass(loaded.model, windows, smk.output.topn_csv, smk.output.topn)

@@ -19,16 +19,21 @@ class Checks(PaperPlan):
     def check(self) -> None:
         """What the schema cannot express, before any job; raises ConfigError naming the key.
 
-        Models, datasets (pretrain_text) and prompt sets are declared; run names are not model names; every run's
-        merged method and train build (P2Config with N >= 1, K >= 1, beta >= 0 ...; TrainConfig and the launcher's
-        processes); extensions name an earlier run with a frozen trunk and a valid group, and train once (no seed
-        enters a copy); seed replicates' names are free; every experiment names declared runs (speed experiments:
-        one main, a baseline among the rows); the reference continuation reaches D + 1 tokens past the budget for
-        the deepest D; leaderboard rows name declared runs (their heads' model: `leaderboard.plan.check`)."""
+        Models, datasets (pretrain_text, also `validation_dataset`) and prompt sets are declared; without a
+        validation dataset, every run's `val_tokens` hold `validation_windows` windows; run names are not model
+        names; every run's merged method and train build (P2Config with N >= 1, K >= 1, beta >= 0 ...;
+        TrainConfig and the launcher's processes); extensions name an earlier run with a frozen trunk and a valid
+        group, and train once (no seed enters a copy); seed replicates' names are free; every experiment names
+        declared runs (speed experiments: one main, a baseline among the rows); the reference continuation reaches
+        D + 1 tokens past the budget for the deepest D; leaderboard rows name declared runs (their heads' model:
+        `leaderboard.plan.check`)."""
         models, datasets, runs = self.config["models"], self.config["datasets"], list(self.s.runs)
         for name in self.s.prompt_sets:
             if name not in self.config["prompt_sets"]:
                 raise ConfigError(f"papers.p2.prompt_sets.{name}: prompt set {name!r} is not declared")
+        validation = self.s.validation_dataset
+        if validation and (validation not in datasets or datasets[validation]["kind"] != "pretrain_text"):
+            raise ConfigError(f"papers.p2.validation_dataset: {validation!r} is not a declared pretrain_text dataset")
         for run, r in self.s.runs.items():
             where = f"{RUNS}.{run}"
             if run in models:
@@ -45,9 +50,15 @@ class Checks(PaperPlan):
             if plan.dataset not in datasets or datasets[plan.dataset]["kind"] != "pretrain_text":
                 raise ConfigError(f"{where}.dataset: {plan.dataset!r} is not a declared pretrain_text dataset")
             try:
-                P2Config.from_dict(plan.method)
+                cfg = P2Config.from_dict(plan.method)
             except (ValueError, TypeError) as e:
                 raise ConfigError(f"{where}.method (merged with papers.p2.method): {e}") from None
+            if not validation and self.s.validation_windows * cfg.seq_len > cfg.val_tokens:
+                raise ConfigError(
+                    f"{where}.method.val_tokens: {cfg.val_tokens} held-out tokens hold fewer than the "
+                    f"{self.s.validation_windows} validation windows (papers.p2.validation_windows) of seq_len "
+                    f"{cfg.seq_len}"
+                )
             if r.extend:
                 k_src = int(self.run(r.extend["from"]).method["num_heads"])
                 if not 1 <= plan.extend["group"] <= k_src:

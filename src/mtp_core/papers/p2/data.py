@@ -3,7 +3,9 @@ paper scale), and the feature cache that runs a frozen trunk once for every run 
 
 **Windows.** The stream of a `pretrain_text` dataset is cut into non-overlapping windows of `seq_len` tokens
 (documents packed with their EOS separators; cross-document targets are not masked). The last `val_tokens`
-tokens are held out: the validation windows. Training reads window `order[r]` at stream position r, with
+tokens are held out: the validation windows, unless the section names a `validation_dataset`, whose stream's first
+windows are then read instead (`validation_rows`: text the trunk never saw, where the training stream renders the
+rows a fine-tuned trunk was trained on). Training reads window `order[r]` at stream position r, with
 `ShuffledOrder(n_train, seed)` (a pure function of the seed, so any process reads any row and a resumed run reads
 what an uninterrupted one would).
 
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,10 +57,29 @@ class Windows:
         return np.stack([self.shards.read(int(i) * self.seq_len, self.seq_len) for i in idx])
 
     def val_rows(self, n: int | None = None) -> np.ndarray:
-        """[n, seq_len] the first n validation windows (all by default)."""
-        n = self.n_val if n is None else min(int(n), self.n_val)
-        base = len(self.shards) - self.val_tokens
-        return np.stack([self.shards.read(base + i * self.seq_len, self.seq_len) for i in range(n)])
+        """[n, seq_len] the first n validation windows (all by default; more than there are is an error)."""
+        return _stream_windows(self.shards, len(self.shards) - self.val_tokens, self.n_val, self.seq_len, n)
+
+
+def _stream_windows(shards: TokenShards, base: int, available: int, seq_len: int, n: int | None) -> np.ndarray:
+    """[n, seq_len] consecutive windows of `shards` from token `base` (all `available` ones by default)."""
+    n = available if n is None else int(n)
+    if n > available:
+        raise ValueError(f"{shards.index_path}: {n} validation windows of {seq_len} tokens asked, {available} there")
+    return np.stack([shards.read(base + i * seq_len, seq_len) for i in range(n)])
+
+
+def validation_rows(
+    spec: Mapping[str, Any], shards: str | os.PathLike, validation: str | os.PathLike | None
+) -> np.ndarray:
+    """The validation windows of `spec` (`P2Plan.windows_spec`: seq_len, val_tokens, window_seed, windows): the
+    first `windows` windows of the `validation` dataset's shards (index.json) when the section names one, else the
+    held-out tail of the training stream `shards`."""
+    seq_len, n = int(spec["seq_len"]), int(spec["windows"])
+    if validation is not None:
+        stream = TokenShards(validation)
+        return _stream_windows(stream, 0, len(stream) // seq_len, seq_len, n)
+    return Windows(TokenShards(shards), seq_len, int(spec["val_tokens"]), int(spec["window_seed"])).val_rows(n)
 
 
 @torch.inference_mode()

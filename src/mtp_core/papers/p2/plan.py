@@ -271,23 +271,30 @@ class P2Plan(Experiments, Checks):
 
     def windows_spec(self, main: str) -> dict[str, Any]:
         """The windows a main's validation metrics and Top-N mass read: its run's (a trained trunk) or the section's
-        data and method (a base model)."""
+        data and method (a base model), and the section's `validation_dataset` (None: the stream's held-out tail)."""
         if self.is_run(main):
             plan = self.run(main)
             dataset, m = plan.dataset, plan.method
         else:
             dataset, m = self.s.dataset, self.s.method
+        validation = self.s.validation_dataset
         return {
             "shards": shards_index(dataset),
+            "validation": shards_index(validation) if validation else None,
             **{k: int(m[k]) for k in ("seq_len", "val_tokens", "window_seed")},
             "windows": self.s.validation_windows,
         }
+
+    def _windows_inputs(self, main: str) -> dict[str, str]:
+        """The shards a main's validation windows read (`data.validation_rows`)."""
+        spec = self.windows_spec(main)
+        return {k: spec[k] for k in ("shards", "validation") if spec[k]}
 
     def reference_inputs(self, main: str) -> dict[str, Any]:
         return {
             "model": self.trunk_input(main),
             "prompts": [layout.prompts(ps) for ps in self.s.prompt_sets],
-            "shards": self.windows_spec(main)["shards"],
+            **self._windows_inputs(main),
         }
 
     def acceptance_inputs(self, run: str) -> dict[str, Any]:
@@ -296,7 +303,7 @@ class P2Plan(Experiments, Checks):
             "run": self.final_model(run),
             "main": self.trunk_input(main),
             "references": [self.reference_path(main, ps) for ps in self.s.prompt_sets],
-            "shards": self.windows_spec(main)["shards"],
+            **self._windows_inputs(main),
         }
         return inputs | ({"base": model_inputs(self.config, base)} if base else {})
 

@@ -278,6 +278,7 @@ class P2Settings:
     reference_extra_tokens: int
     loops: list[int]
     validation_windows: int
+    validation_dataset: str | None  # a pretrain_text dataset read for validation windows (None: the stream's tail)
     method: dict[str, Any]  # P2Config keys
     train: dict[str, Any]  # TrainConfig keys
     launcher: dict[str, Any]

@@ -223,6 +223,24 @@ def test_checks_name_the_key(tiny):
     _bad(tiny, lambda s: s["runs"]["loopd_4to8"].update(seeds=2), r"runs\.loopd_4to8\.seeds: an extension")
     _bad(tiny, lambda s: s["runs"].update({"mtp_k1-seed1": {}}), r"runs\.mtp_k1\.seeds: its replicate 'mtp_k1-seed1'")
     _bad(tiny, lambda s: s["figures"]["fig4"].update(baseline="t2_mtpd", kv_cache=[False]), r"fig4\.baseline")
+    _bad(tiny, lambda s: s.update(validation_dataset="math"), r"validation_dataset: 'math' is not a declared pretrain")
+    _bad(tiny, lambda s: s.update(validation_windows=63), r"runs\.mtp_k1\.method\.val_tokens: 2000 .* 63 validation")
+
+
+def test_validation_windows_read_the_named_dataset(embedded, p2):
+    """The embedded trunk was fine-tuned on the math train split that `pretrain_math` renders: its validation
+    windows come from the validation split's rendering, an input of the jobs that read them; the tiny config's
+    from the training stream's tail."""
+    plan, val = P2Plan(embedded), "results/data/pretrain_math_val/shards/index.json"
+    main = plan.main_of("mtpd_k1")
+    assert plan.windows_spec(main)["validation"] == val
+    assert plan.reference_inputs(main)["validation"] == val == plan.acceptance_inputs("mtpd_k1")["validation"]
+    rendering = ("kind", "source", "dataset", "template", "tokenizer")  # the one rendering, another split
+    train, held_out = (embedded["datasets"][d] for d in ("pretrain_math", "pretrain_math_val"))
+    assert {k: train[k] for k in rendering} == {k: held_out[k] for k in rendering}
+    assert (train["split"], held_out["split"]) == ("train", "validation")
+    assert p2.windows_spec("tiny-qwen3-math")["validation"] is None
+    assert "validation" not in p2.reference_inputs("tiny-qwen3-math")
 
 
 def test_figure5_declares_the_acceptance_its_car_panel_reads(p2):

@@ -1,12 +1,14 @@
 """Paper 2's training through the one loop: a frozen trunk (and frozen old heads of a looped extension) never
 change, a killed training resumes to identical weights, N = 1 is exactly the MTP baseline (beta 0), the feature
 cache equals the live trunk, the partial-joint regime trains only the trunk's tail, fingerprints guard the trunk,
-and training learns."""
+training learns, and the validation windows are the ones the config names."""
 
 from __future__ import annotations
 
 import copy
+import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,7 +16,7 @@ from mtp_core.data.shards import TokenShards, write_shards
 from mtp_core.data.synthetic import synthetic_documents
 from mtp_core.models.heads import HeadsMismatch, load_heads, trunk_fingerprint
 from mtp_core.models.load import load_model, prepare_base_model, tiny_tokenizer
-from mtp_core.papers.p2.data import FeatureCache, Windows, trunk_features, write_features
+from mtp_core.papers.p2.data import FeatureCache, Windows, trunk_features, validation_rows, write_features
 from mtp_core.papers.p2.settings import P2Config, launch_check
 from mtp_core.papers.p2.train import P2Step, heads_dir, train_p2
 from mtp_core.train.curves import read_curves
@@ -206,3 +208,23 @@ def test_training_learns(env, tmp_path):
 
     assert mean("ce@1", rows[-5:]) < mean("ce@1", rows[:5]) - 0.5
     assert mean("kl@1", rows[-5:]) < mean("kl@1", rows[:5]) - 0.2
+
+
+def _stream(index) -> np.ndarray:
+    """A shard stream's tokens read back from its files, without TokenShards."""
+    meta = json.loads(index.read_text())
+    return np.concatenate([np.fromfile(index.parent / s["file"], dtype=meta["dtype"]) for s in meta["shards"]])
+
+
+def test_validation_windows_are_the_named_dataset_or_the_held_out_tail(env, tmp_path):
+    """With a `validation_dataset`, its stream's first windows (text the trunk never saw); without, the first
+    windows of the training stream's last `val_tokens`; more windows than there are is an error, not fewer rows."""
+    write_shards(synthetic_documents(1), tiny_tokenizer(), tmp_path / "v", 3000, 5000, tokenizer_name="tiny", source={})
+    val, spec = tmp_path / "v" / "index.json", {"seq_len": 32, "val_tokens": 1000, "window_seed": 0, "windows": 5}
+    held, stream = _stream(val), _stream(env["shards"])
+    np.testing.assert_array_equal(validation_rows(spec, env["shards"], val), held[:160].reshape(5, 32))
+    np.testing.assert_array_equal(validation_rows(spec, env["shards"], None), stream[-1000:][:160].reshape(5, 32))
+    with pytest.raises(ValueError, match="94 validation windows of 32 tokens asked, 93 there"):
+        validation_rows({**spec, "windows": 94}, env["shards"], val)
+    with pytest.raises(ValueError, match="32 validation windows of 32 tokens asked, 31 there"):
+        validation_rows({**spec, "windows": 32}, env["shards"], None)
