@@ -8,7 +8,7 @@ from mtp_core.models import plan as model_plan
 from mtp_core.train import finetune
 from mtp_core.config import layout, registry
 from mtp_core.bench.leaderboard.plan import targets as leaderboard_targets
-from mtp_core.config.settings import ConfigError, config_hash, hub_mirror_path, model_spec, validate_schema
+from mtp_core.config.settings import ConfigError, hub_mirror_path, model_spec, validate_schema
 from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
 from mtp_core.data.rows import train_data_path
 from mtp_core.train.launch.settings import LauncherConfig
@@ -28,7 +28,6 @@ except ConfigError as e:
 
 SCALE = config["scale"]
 PYTHON = sys.executable  # the interpreter running Snakemake (the project's venv), for shell rules
-CONFIG_HASH = config_hash(config)
 RESULTS = layout.RESULTS
 LOGS = f"{RESULTS}/logs"
 
