@@ -45,10 +45,9 @@ def mean_std(values: Sequence[float]) -> dict[str, float | None]:
 def mean_stderr(values: Sequence[float | None]) -> tuple[float | None, float | None]:
     """Mean and standard error (sample std / sqrt n) of the values that are neither None nor NaN; (None, None)
     without any, a None error for one."""
-    v = [float(x) for x in values if x is not None and not math.isnan(x)]
-    if not v:
-        return None, None
-    return float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
+    known = [x for x in values if x is not None and not math.isnan(x)]
+    stats = mean_std(known)
+    return stats["mean"], stats["std"] / math.sqrt(len(known)) if stats["std"] is not None else None
 
 
 def pooled_ratio(num: Sequence[float], den: Sequence[float]) -> dict[str, float | None]:

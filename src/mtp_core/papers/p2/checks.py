@@ -16,6 +16,11 @@ RUNS = "papers.p2.runs"
 class Checks(PaperPlan):
     """A base of `plan.P2Plan`: its checks, over the settings and the plan's runs and experiments."""
 
+    def _check_pretrain_text(self, key: str, name: str) -> None:
+        datasets = self.config["datasets"]
+        if name not in datasets or datasets[name]["kind"] != "pretrain_text":
+            raise ConfigError(f"{key}: {name!r} is not a declared pretrain_text dataset")
+
     def check(self) -> None:
         """What the schema cannot express, before any job; raises ConfigError naming the key.
 
@@ -27,13 +32,13 @@ class Checks(PaperPlan):
         declared runs (speed experiments: one main, a baseline among the rows); the reference continuation reaches
         D + 1 tokens past the budget for the deepest D; leaderboard rows name declared runs (their heads' model:
         `leaderboard.plan.check`)."""
-        models, datasets, runs = self.config["models"], self.config["datasets"], list(self.s.runs)
+        models, runs = self.config["models"], list(self.s.runs)
         for name in self.s.prompt_sets:
             if name not in self.config["prompt_sets"]:
                 raise ConfigError(f"papers.p2.prompt_sets.{name}: prompt set {name!r} is not declared")
         validation = self.s.validation_dataset
-        if validation and (validation not in datasets or datasets[validation]["kind"] != "pretrain_text"):
-            raise ConfigError(f"papers.p2.validation_dataset: {validation!r} is not a declared pretrain_text dataset")
+        if validation:
+            self._check_pretrain_text("papers.p2.validation_dataset", validation)
         for run, r in self.s.runs.items():
             where = f"{RUNS}.{run}"
             if run in models:
@@ -47,8 +52,7 @@ class Checks(PaperPlan):
                     raise ConfigError(f"{where}.seeds: its replicate {rep!r} is also a declared run or model")
             plan = self.run(run)
             self.check_names(f"runs.{run}.model", plan.model, list(models), "model", "`models`")
-            if plan.dataset not in datasets or datasets[plan.dataset]["kind"] != "pretrain_text":
-                raise ConfigError(f"{where}.dataset: {plan.dataset!r} is not a declared pretrain_text dataset")
+            self._check_pretrain_text(f"{where}.dataset", plan.dataset)
             try:
                 cfg = P2Config.from_dict(plan.method)
             except (ValueError, TypeError) as e:
