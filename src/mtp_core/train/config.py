@@ -31,7 +31,8 @@ class TrainConfig:
     Schedule: `warmup_steps` of linear warm-up, then `schedule` = constant | cosine | linear decay to
     `min_lr_ratio * lr` at `max_steps` | wsd (constant, then a cosine decay to `min_lr_ratio * lr` over the last
     `decay_fraction` of `max_steps`); `warmup_from_zero=True` reproduces the official first LR of 0.
-    `grad_clip` (<= 0 disables); `precision` = auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16.
+    `grad_clip` (<= 0 disables); `precision` = auto (bf16 autocast where the device computes bf16
+    natively: CUDA, a CPU with AVX512-BF16 or AMX; fp32 elsewhere: `loop.autocast_dtype`) | fp32 | bf16.
     `param_dtype`: the dtype of the trained parameters, their gradients and AdamW's states, whatever dtype the model
     was loaded in (the paper scale declares its models bf16 for inference): float32 (default) holds master weights
     while the compute runs in `precision` / FSDP2's `fsdp_param_dtype`, as mixed-precision trainings do (AdamW on

@@ -171,8 +171,18 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return torch.device(device)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` multiplies bf16 matrices in hardware: CUDA, or a CPU with AVX512-BF16 or AMX tiles. Elsewhere
+    a CPU emulates bf16 GEMMs, slower than fp32's."""
+    if device.type == "cuda":
+        return True
+    return device.type == "cpu" and (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+    """The step's autocast dtype (None: none). `auto` is the papers' bf16 mixed precision where the device computes
+    bf16 natively (`native_bf16`) and fp32 elsewhere (decision 0033)."""
+    if precision == "bf16" or (precision == "auto" and native_bf16(device)):
         return torch.bfloat16
     return None
 
@@ -467,6 +477,7 @@ def train(
                 "metric_means": means,
                 "config": cfg.as_dict(),
                 "device": str(dev),
+                "autocast": str(ac_dtype).removeprefix("torch.") if ac_dtype else None,
                 "world_size": dist.world_size,
             },
         )

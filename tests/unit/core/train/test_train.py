@@ -4,6 +4,7 @@ the LR schedule, parameter groups, kept exports loadable with `<MTP>`, data temp
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import numpy as np
@@ -30,7 +31,7 @@ from mtp_core.train import (
     train,
 )
 from mtp_core.train.curves import CurveWriter
-from mtp_core.train.loop import WALL_CLOCK_COLUMNS
+from mtp_core.train.loop import WALL_CLOCK_COLUMNS, autocast_dtype
 from mtp_core.train.optim import fused_supported
 from tests.conftest import tiny_spec
 
@@ -69,6 +70,7 @@ def _tcfg(**kw):
         keep_last=1,
         progress=False,
         log_every=0,
+        precision="fp32",  # compared with fp32 objectives written by hand (`auto` is bf16 on a bf16 CPU)
     )
     return TrainConfig(**{**base, **kw})
 
@@ -207,6 +209,30 @@ def test_generic_step_and_micro_batch_weighting(tmp_path):
     loss = sum(((ref(x).squeeze(-1) - y) ** 2).mean() for x, y in halves) / 2
     loss.backward()
     torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_auto_precision_autocasts_to_bf16_where_the_cpu_computes_bf16(tmp_path, monkeypatch, native):
+    """`precision: auto` takes the step under bf16 autocast on a CPU with native bf16 GEMMs and in fp32 on any other
+    (the summary names which): its gradient is then the bf16-autocast objective's or the fp32 one's, written by
+    hand. `fp32` and `bf16` do as they say whatever the CPU."""
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 1)
+    ref = copy.deepcopy(lin)
+    cfg = _tcfg(max_steps=1, global_batch_size=6, micro_batch_size=6, grad_clip=0, checkpoint_every=0,
+                precision="auto")  # fmt: skip
+    train(_ToyStep(), lin, _ToyData(), cfg, tmp_path / "toy", export_fn=lambda m, p: None)
+    summary = json.loads((tmp_path / "toy" / "train_summary.json").read_text())
+    assert summary["autocast"] == ("bfloat16" if native else None)
+    x, y = _ToyData().micro_batch(MicroBatchSpec(0, 0, 0, 6))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=native):
+        out = ref(x)
+    ((out.float().squeeze(-1) - y) ** 2).mean().backward()
+    torch.testing.assert_close(lin.weight.grad, ref.weight.grad, atol=0, rtol=0)
+    cpu = torch.device("cpu")
+    assert autocast_dtype("fp32", cpu) is None and autocast_dtype("bf16", cpu) == torch.bfloat16
 
 
 def test_schedule_values():

@@ -28,8 +28,10 @@ METHOD = {"seq_len": 32, "val_tokens": 1000, "num_heads": 2, "loss": {"topn": 16
 
 
 def train_cfg(steps: int, **over) -> dict:
+    # fp32: the feature cache holds the fp32 trunk's features (`auto` computes in bf16 on a CPU with bf16)
     return {"max_steps": steps, "global_batch_size": 4, "micro_batch_size": 2, "lr": 3e-3, "warmup_steps": 1,
-            "schedule": "wsd", "checkpoint_every": 0, "progress": False, "log_every": 0, **over}  # fmt: skip
+            "schedule": "wsd", "checkpoint_every": 0, "progress": False, "log_every": 0, "precision": "fp32",
+            **over}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

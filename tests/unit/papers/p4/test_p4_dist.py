@@ -32,6 +32,7 @@ TRAIN = {
     "checkpoint_every": 2,
     "progress": False,
     "log_every": 0,
+    "precision": "fp32",  # one and two processes agree within fp32 tolerances (`auto` is bf16 on a bf16 CPU)
 }
 # E1D2 of 6 layers: h_base recorded at layer 1, mixed in before layer 4; phase random draws per-row offsets from
 # (seed, step, micro-batch), so a rank must name its micro-batches globally; checkpointing as the paper config

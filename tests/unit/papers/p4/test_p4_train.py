@@ -153,7 +153,8 @@ def test_the_step_gradient_is_the_token_mean_of_the_global_batch(tmp_path, micro
     batches = SFTBatches(encode_p4_rows(rows, tok, cfg, "chat"), tok.pad_token_id, cfg)
     weighting = load_config(REPO / "config/tiny.yaml")["papers"]["p4"]["train"]["loss_weighting"]  # the schema's
     tcfg = {"max_steps": 1, "global_batch_size": 4, "micro_batch_size": micro_batch_size, "warmup_steps": 0,
-            "grad_clip": 0, "checkpoint_every": 0, "progress": False, "loss_weighting": weighting}  # fmt: skip
+            "grad_clip": 0, "checkpoint_every": 0, "progress": False, "loss_weighting": weighting,
+            "precision": "fp32"}  # fmt: skip
     train(P4Step(tok, cfg), model, batches, TrainConfig.from_dict(tcfg), tmp_path / "run")
     ce = []
     for i in batches.order.indices(0, 4):
