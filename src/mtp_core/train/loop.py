@@ -30,10 +30,10 @@ is sum(w): supervised units under `tokens`, micro-batches under `micro_batch`), 
 `checkpoint_every` steps after the HF export at each of `save_steps` (a run killed between the two redoes the
 step and its export), callbacks: a callback may return `SAVE` (a resumable state now, e.g. a wall-clock
 interval) or raise `StopTraining` (a resumable state now, then the exception propagates: how the launcher stops
-at a step boundary on preemption); in a process group every
-rank's callbacks must decide alike (the launcher's callback all-reduces its flags). Resume restores model,
-optimiser, scheduler, step-function state, RNG states and the step, and truncates the CSV to that step, so
-killing a run and starting it again gives the same weights, bit for bit, as never killing it.
+at a step boundary on preemption); in a process group every rank's callbacks must decide alike (the launcher's
+callback all-reduces its flags). Resume restores model, optimiser, scheduler, step-function state, RNG states, the
+step and the autocast `auto` chose (whatever the machine), and truncates the CSV to that step: a run killed and
+started again ends with the weights of one never killed, bit for bit.
 """
 
 from __future__ import annotations
@@ -187,6 +187,10 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return None
 
 
+def _dtype_name(dtype: torch.dtype | None) -> str | None:
+    return str(dtype).removeprefix("torch.") if dtype else None
+
+
 def _seed_all(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -275,6 +279,9 @@ def train(
                     getattr(cfg, key),
                     state["config"][key],
                 )
+        if cfg.precision == "auto" and state.get("autocast", _dtype_name(ac_dtype)) != _dtype_name(ac_dtype):
+            log.warning("resuming %s under the autocast it began with, %s, not this device's", ckpt, state["autocast"])
+            ac_dtype = getattr(torch, state["autocast"]) if state["autocast"] else None  # `auto` resolves once
         start = resumed_from = int(state["step"])
         tokens_total = int(state.get("tokens_total", 0))
         if rng is not None:
@@ -301,6 +308,7 @@ def train(
             "scheduler": scheduler.state_dict(),
             "step_fn": step_fn.state_dict() if hasattr(step_fn, "state_dict") else None,
             "config": cfg.as_dict(),
+            "autocast": _dtype_name(ac_dtype),
         }
         save_checkpoint(
             ckpt_root,
@@ -477,7 +485,7 @@ def train(
                 "metric_means": means,
                 "config": cfg.as_dict(),
                 "device": str(dev),
-                "autocast": str(ac_dtype).removeprefix("torch.") if ac_dtype else None,
+                "autocast": _dtype_name(ac_dtype),
                 "world_size": dist.world_size,
             },
         )

@@ -235,6 +235,39 @@ def test_auto_precision_autocasts_to_bf16_where_the_cpu_computes_bf16(tmp_path, 
     assert autocast_dtype("fp32", cpu) is None and autocast_dtype("bf16", cpu) == torch.bfloat16
 
 
+@pytest.mark.parametrize("began_native", [True, False])
+def test_auto_precision_resumes_under_the_autocast_it_began_with(tmp_path, monkeypatch, began_native):
+    """A run under `auto` killed on a machine of one bf16 capability and resumed on one of the other ends with the
+    weights of a run never killed on the first machine, bit for bit, and its summary names the first's autocast."""
+
+    def on(native):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+
+    def run(out, callbacks=()):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(3, 1)
+        cfg = _tcfg(max_steps=4, global_batch_size=4, micro_batch_size=4, checkpoint_every=1, precision="auto")
+        train(_ToyStep(), lin, _ToyData(), cfg, tmp_path / out, export_fn=lambda m, p: None, callbacks=callbacks)
+        return lin
+
+    def kill(done, row):
+        if done == 2:
+            raise Killed
+
+    on(began_native)
+    ref = run("ref")
+    with pytest.raises(Killed):
+        run("run", [kill])
+    on(not began_native)
+    resumed = run("run")
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert summary["resumed_from"] == 2 and summary["autocast"] == ("bfloat16" if began_native else None)
+    assert torch.equal(resumed.weight, ref.weight) and torch.equal(resumed.bias, ref.bias)
+    on(not began_native)  # the machine's own choice would have ended elsewhere: the test can tell the two apart
+    assert not torch.equal(run("other").weight, ref.weight)
+
+
 def test_schedule_values():
     s = WarmupSchedule(4)
     assert [s(i) for i in range(7)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0, 1.0]
