@@ -38,7 +38,7 @@ def check_references(config: dict) -> None:
             if ds["source"] == "rows":
                 _check_rows_source(name, ds, datasets)
     for name, ps in prompt_sets.items():
-        if ps["source"] == "math":
+        if ps["source"] in ("math", "specbench"):  # its test split gives the (math_reasoning) prompts
             need("dataset", datasets, ps["dataset"], f"prompt_sets.{name}.dataset")
             if datasets[ps["dataset"]]["kind"] not in ("synthetic_math", "metamathqa"):
                 raise ConfigError(f"prompt_sets.{name}.dataset: {ps['dataset']!r} is not a math dataset")

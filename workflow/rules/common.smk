@@ -186,9 +186,10 @@ def pretrain_rows_input(name):
 
 
 def prompt_set_inputs(wildcards):
-    """Named inputs of a prompt set: the math test split (source math) or the user file (source jsonl)."""
+    """Named inputs of a prompt set: its math dataset's test split (sources math and specbench) or the user file
+    (source jsonl)."""
     ps = config["prompt_sets"][wildcards.prompt_set]
-    if ps["source"] == "math":
+    if ps["source"] in ("math", "specbench"):
         return {"math_test": math_split(ps["dataset"], "test")}
     if ps["source"] == "jsonl":
         return {"jsonl": ps["path"]}

@@ -1,7 +1,7 @@
 """Build one prompt set and its report (`mtp_core.data.prepare_prompt_set`).
 
 snakemake.params: name, spec (the prompt set's config entry), seed, on_bad_row; snakemake.input.math_test
-(source math; source jsonl reads spec.path, also the rule's input); snakemake.output: prompts, report.
+(sources math and specbench; source jsonl reads spec.path, also the rule's input); snakemake.output: prompts, report.
 """
 
 from mtp_core.data import prepare_prompt_set

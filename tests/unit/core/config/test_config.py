@@ -99,6 +99,7 @@ def bad(raw, mutate):
         (lambda c: c.update(launcher={"clutser": "slurm"}), "clutser"),
         (lambda c: c.update(launcher={"cluster": "auto"}), "auto"),
         (lambda c: c["papers"]["p1"].update(launcher={"tasks_per_node": 0}), "tasks_per_node"),
+        (lambda c: c["prompt_sets"]["specbench"].pop("dataset"), "dataset"),
     ],
 )
 def test_schema_errors_name_the_key(tiny_raw, mutate, key):
@@ -115,12 +116,15 @@ def test_schema_errors_name_the_key(tiny_raw, mutate, key):
         (lambda c: c["datasets"]["pretrain"].update(tokenizer="nope"), r"datasets\.pretrain\.tokenizer"),
         (lambda c: c["prompt_sets"]["math"].update(dataset="nope"), r"prompt_sets\.math\.dataset"),
         (lambda c: c["prompt_sets"]["math"].update(dataset="humaneval"), r"not a math dataset"),
+        (lambda c: c["prompt_sets"]["specbench"].update(dataset="nope"), r"prompt_sets\.specbench\.dataset"),
+        (lambda c: c["prompt_sets"]["specbench"].update(dataset="humaneval"), r"specbench\.dataset: .*not a math"),
         (lambda c: c["datasets"].pop("sharegpt"), r"needs a dataset of kind 'sharegpt'"),
         (lambda c: c["evaluation"]["decoders"].update(nope={}), r"evaluation\.decoders\.nope: unknown decoder 'nope'"),
         (
             lambda c: (
                 c["datasets"].pop("math")
                 and c["prompt_sets"].pop("math")
+                and c["prompt_sets"].pop("specbench")
                 and c["decoding"].update(prompt_sets=["code"])
             ),
             r"evaluation\.tasks\[0\]",

@@ -15,6 +15,7 @@ from mtp_core.data.prompts import (
     conversation_prompts,
     first_human_turns,
     jsonl_prompts,
+    math_prompts,
     select,
 )
 from mtp_core.data.sharegpt import conversation_text
@@ -124,7 +125,7 @@ def test_select_is_a_seeded_ordered_sample():
 def test_specbench_reports_empty_categories(caplog):
     items = [conv(str(i), ("human", f"Write a story about dragon number {i}")) for i in range(5)]
     coding = [{"id": "HumanEval/0", "category": "coding", "prompt": "p", "turns": ["p"], "source": "humaneval"}]
-    math = [{"query": "1 + 1?", "answer": "2"}]
+    math = math_prompts([{"query": "1 + 1?", "answer": "2"}], "math/test")
     rows, report = specbench_prompts(items, coding, math, n=2, seed=0)
     check_rows(rows)
     assert report["categories"] == {c: {"writing": 2, "coding": 1, "math_reasoning": 1}.get(c, 0) for c in CATEGORIES}
@@ -231,17 +232,25 @@ def test_packaged_sharegpt(sharegpt):
     assert filters["not_human_first"] > 0 and filters["too_long"] > 0 and filters["empty_conversation"] > 0
 
 
-def test_specbench_from_packaged_sources(sharegpt, monkeypatch):
+def test_specbench_from_packaged_sources(sharegpt, math_test, monkeypatch):
+    """Every category from its source; the math prompts are test-split problems of the named dataset, with their
+    answers (its train and validation problems are none of them: `build_math`), and the split file is required."""
     from mtp_core.data import prompt_sets
 
     monkeypatch.setattr(prompt_sets, "read_sharegpt", lambda *a, **k: sharegpt)  # parsed once per module
-    rows, report = build_prompt_set("specbench", {"source": "specbench", "n": 3}, seed=0)
+    spec = {"source": "specbench", "dataset": "math", "n": 3}
+    rows, report = build_prompt_set("specbench", spec, seed=0, math_test=math_test)
     check_rows(rows)
     assert report["categories"] == {c: 3 for c in CATEGORIES} and not report["empty_categories"]
     assert [r["category"] for r in rows] == [c for c in CATEGORIES for _ in range(3)]
     assert all(classify(r["prompt"]) == r["category"] for r in rows if r["source"] == "sharegpt")
-    assert all("answer" in r for r in rows if r["category"] == "math_reasoning")
-    assert rows == build_prompt_set("specbench", {"source": "specbench", "n": 3}, seed=0)[0]
+    test = {r["query"]: r["answer"] for r in read_jsonl(math_test)}
+    math = [r for r in rows if r["category"] == "math_reasoning"]
+    assert all(r["source"] == "math/test" and test[r["prompt"]] == r["answer"] for r in math), math
+    assert report["candidates"]["math_reasoning"] == len(test) and report["reads"]["math_test"]["rows_read"] == len(test)
+    assert rows == build_prompt_set("specbench", spec, seed=0, math_test=math_test)[0]
+    with pytest.raises(ValueError, match="source specbench needs the test split file"):
+        build_prompt_set("specbench", spec, seed=0)
     conv_rows, conv_report = build_prompt_set("conversation", {"source": "sharegpt", "n": 6}, seed=0)
     assert len(conv_rows) == 6 and conv_report["candidates"] > 1000 and sum(conv_report["filters"].values()) > 0
 
