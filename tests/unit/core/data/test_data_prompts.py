@@ -247,7 +247,9 @@ def test_specbench_from_packaged_sources(sharegpt, math_test, monkeypatch):
     test = {r["query"]: r["answer"] for r in read_jsonl(math_test)}
     math = [r for r in rows if r["category"] == "math_reasoning"]
     assert all(r["source"] == "math/test" and test[r["prompt"]] == r["answer"] for r in math), math
-    assert report["candidates"]["math_reasoning"] == len(test) and report["reads"]["math_test"]["rows_read"] == len(test)
+    assert report["candidates"]["math_reasoning"] == len(test) and report["reads"]["math_test"]["rows_read"] == len(
+        test
+    )
     assert rows == build_prompt_set("specbench", spec, seed=0, math_test=math_test)[0]
     with pytest.raises(ValueError, match="source specbench needs the test split file"):
         build_prompt_set("specbench", spec, seed=0)
