@@ -81,10 +81,11 @@ def test_a_question_in_two_splits_is_refused(math_files, tmp_path):
         split_task("gsm8k", spec, 123, math_files={**math_files, "test": str(tmp_path / "leaky_test.jsonl")})
 
 
-def test_the_leaderboards_prompts_are_held_out_of_every_split():
+def test_the_leaderboards_prompts_are_held_out_of_every_split(tmp_path):
     """The embedded config: paper 5 has leaderboard rows, so its split job reads the prompt files the leaderboard
     decodes, and no HumanEval split keeps their prompts (the Spec-Bench-style set draws its coding prompts from the
     same 164 problems); the prompts left out are counted."""
+    from mtp_core.data import prepare_math
     from mtp_core.data.prompt_sets import build_prompt_set
     from mtp_core.papers.p5.plan import P5Plan
     from mtp_core.validation import load_config
@@ -95,7 +96,9 @@ def test_the_leaderboards_prompts_are_held_out_of_every_split():
     assert {k for k in inputs if k.startswith("held_out_")} == {
         f"held_out_{ps}" for ps in cfg["leaderboard"]["prompt_sets"]
     }
-    rows, _ = build_prompt_set("specbench", cfg["prompt_sets"]["specbench"], seed=cfg["seed"])
+    specbench = cfg["prompt_sets"]["specbench"]
+    prepare_math(cfg["datasets"][specbench["dataset"]], tmp_path, cfg["seed"])  # its math prompts' test split
+    rows, _ = build_prompt_set("specbench", specbench, seed=cfg["seed"], math_test=tmp_path / "test.jsonl")
     held = {str(r["prompt"]) for r in rows}
     spec, seed = cfg["papers"]["p5"]["tasks"]["humaneval"], cfg["papers"]["p5"]["split_seed"]
     texts = lambda out: {str(r["prompt"]) for split in out.values() for r in split}  # noqa: E731
