@@ -363,7 +363,7 @@ def main() -> None:
         args.prompts = Path(tempfile.mkdtemp()) / f"specbench{args.specbench_n}.jsonl"
         prepare_prompt_set(
             "specbench",
-            {"source": "specbench", "n": args.specbench_n},
+            {"source": "specbench", "dataset": "math", "n": args.specbench_n},  # its math: results/data/math
             args.prompts,
             args.prompts.with_suffix(".report.json"),
             seed=0,
