@@ -11,6 +11,7 @@ import os
 from .bench.leaderboard import plan as leaderboard
 from .config import hub_mirror, registry
 from .config.settings import ConfigError, read_config, validate_schema
+from .data.prompts import MATH_TEST_SOURCES
 from .data.sources import SourceError, check_sources
 from .decoding.catalog import check_decoder
 from .evaluate.tasks import is_local_task, task_dataset
@@ -38,7 +39,7 @@ def check_references(config: dict) -> None:
             if ds["source"] == "rows":
                 _check_rows_source(name, ds, datasets)
     for name, ps in prompt_sets.items():
-        if ps["source"] in ("math", "specbench"):  # its test split gives the (math_reasoning) prompts
+        if ps["source"] in MATH_TEST_SOURCES:
             need("dataset", datasets, ps["dataset"], f"prompt_sets.{name}.dataset")
             if datasets[ps["dataset"]]["kind"] not in ("synthetic_math", "metamathqa"):
                 raise ConfigError(f"prompt_sets.{name}.dataset: {ps['dataset']!r} is not a math dataset")

@@ -10,6 +10,7 @@ from mtp_core.config import layout, registry
 from mtp_core.bench.leaderboard.plan import targets as leaderboard_targets
 from mtp_core.config.settings import ConfigError, hub_mirror_path, model_spec, validate_schema
 from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
+from mtp_core.data.prompts import MATH_TEST_SOURCES
 from mtp_core.data.rows import train_data_path
 from mtp_core.train.launch.settings import LauncherConfig
 from mtp_core.evaluate.tasks import task_dataset
@@ -189,7 +190,7 @@ def prompt_set_inputs(wildcards):
     """Named inputs of a prompt set: its math dataset's test split (sources math and specbench) or the user file
     (source jsonl)."""
     ps = config["prompt_sets"][wildcards.prompt_set]
-    if ps["source"] in ("math", "specbench"):
+    if ps["source"] in MATH_TEST_SOURCES:
         return {"math_test": math_split(ps["dataset"], "test")}
     if ps["source"] == "jsonl":
         return {"jsonl": ps["path"]}

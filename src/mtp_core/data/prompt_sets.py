@@ -7,6 +7,7 @@ from collections import Counter
 
 from ..io import ReadReport
 from .prompts import (
+    MATH_TEST_SOURCES,
     conversation_prompts,
     humaneval_prompts,
     jsonl_prompts,
@@ -33,7 +34,7 @@ def build_prompt_set(
     reads: dict[str, ReadReport] = {}
     extra: dict = {}
     sample_seed = f"prompts/{name}/{seed}"
-    if source in ("math", "specbench"):
+    if source in MATH_TEST_SOURCES:
         if math_test is None:
             raise ValueError(f"prompt set {name!r}: source {source} needs the test split file of its dataset")
         reads["math_test"] = ReadReport(str(math_test))

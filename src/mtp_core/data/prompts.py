@@ -42,6 +42,7 @@ MAX_PROMPT_CHARS = 2000
 MAX_NON_ASCII_FRACTION = 0.5
 CODE_INSTRUCTION = "Complete the following Python function. Reply with the complete function in a Python code block."
 HUMAN_ROLES = ("human", "user")
+MATH_TEST_SOURCES = ("math", "specbench")  # prompt-set sources that read the test split of their math `dataset`
 _check_math = require_text_fields("query", "answer")
 _check_humaneval = require_text_fields("task_id", "prompt")
 
