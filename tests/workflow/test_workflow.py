@@ -4,10 +4,12 @@ re-run is a no-op, bad config stops before any job), dry-runs of the embedded an
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pandas as pd
 import pytest
+import yaml
 
 from ..conftest import REPO
 from .conftest import ENV, SNAKEMAKE, snakemake
@@ -70,6 +72,31 @@ def test_dry_run(config, dry_run):
     assert "decoding_table" in out and "evaluation_table" in out
     # run from another directory, Snakemake still reads the workflow profile beside the Snakefile (greedy selector)
     assert f"Using workflow specific profile {REPO / 'profiles/default'}" in out
+
+
+# The rules whose jobs time decoding (the bench protocol; paper 5's frontier measures its step prices), by hand.
+TIMED_RULES = {
+    "decode_prompts", "leaderboard_decode", "p2_speed_fig4", "p2_speed_fig5", "p2_speed_table8", "p3_decode",
+    "p4_speed", "p5_frontier", "p5_decode",
+}  # fmt: skip
+
+
+def test_embedded_timed_jobs_run_alone_and_the_others_side_by_side(tmp_path):
+    """On 2 cores (`snakemake -c 2 all` of config.yaml) every job that times decoding holds both cores (its bench
+    threads), so nothing runs beside it; every other job takes config `threads` (1), two side by side."""
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert cfg["threads"] == 1 and cfg["bench"]["threads"] == 2
+    out = snakemake(tmp_path, "all", "-n", "-c", "2", "--configfile", str(REPO / "config.yaml")).stdout
+    threads: dict[str, set[int]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        m = re.match(r"(?:local)?rule (\w+):", block)
+        if m:  # Snakemake prints `threads:` only above 1
+            t = re.search(r"^\s+threads: (\d+)$", block, re.M)
+            threads.setdefault(m.group(1), set()).add(int(t.group(1)) if t else 1)
+    timed = TIMED_RULES & set(threads)
+    assert {"decode_prompts", "leaderboard_decode", "p3_decode", "p4_speed", "p5_decode", "p5_frontier"} <= timed
+    assert {r: t for r, t in threads.items() if r in timed and t != {2}} == {}
+    assert {r: t for r, t in threads.items() if r not in timed and t != {1}} == {}
 
 
 def test_lint_is_clean_except_conda():

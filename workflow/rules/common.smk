@@ -43,6 +43,13 @@ def training_threads(launcher_settings):
     )
 
 
+def bench_threads(bench):
+    """The `threads` of each job that times decoding (the bench protocol; paper 5's prices), the torch threads of
+    its `bench` settings, so that Snakemake runs nothing beside it on those cores. Every other job takes config
+    `threads`; on a laptop with `threads` below `bench.threads` they run side by side and the timed jobs alone."""
+    return int(bench["threads"])
+
+
 def enabled_papers():
     return registry.enabled_papers(config)
 

@@ -22,7 +22,7 @@ rule decode_prompts:
         f"{LOGS}/decode_prompts/{{model}}/{{prompt_set}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/decode_prompts/{{model}}/{{prompt_set}}.tsv"
-    threads: config["threads"]
+    threads: bench_threads(config["bench"])
     script:
         "../scripts/decode_prompts.py"
 

@@ -32,7 +32,7 @@ rule leaderboard_decode:
         f"{LOGS}/leaderboard/decode/{{prompt_set}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/leaderboard/decode/{{prompt_set}}.tsv"
-    threads: config["threads"]
+    threads: bench_threads(lb.bench_settings(config)) if LB else 1
     script:
         "../scripts/leaderboard_decode.py"
 

@@ -102,6 +102,6 @@ for _exp in P2.speed_experiments():
             f"{LOGS}/p2/speed/{_exp}.log",
         benchmark:
             f"{RESULTS}/benchmarks/p2/speed/{_exp}.tsv"
-        threads: config["threads"]
+        threads: bench_threads(P2.bench_settings())
         script:
             "../scripts/p2_speed.py"

@@ -28,7 +28,7 @@ rule p3_decode:
         f"{LOGS}/p3/decode/{{model}}/{{method}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/p3/decode/{{model}}/{{method}}.tsv"
-    threads: config["threads"]
+    threads: bench_threads(P3.bench_settings())
     script:
         "../scripts/p3_decode.py"
 

@@ -66,7 +66,7 @@ if P4.s.speed.run:
             f"{LOGS}/p4/speed.log",
         benchmark:
             f"{RESULTS}/benchmarks/p4/speed.tsv"
-        threads: config["threads"]
+        threads: bench_threads(P4.bench_settings())
         script:
             "../scripts/p4_speed.py"
 

@@ -90,7 +90,7 @@ rule p5_frontier:
         f"{LOGS}/p5/frontier/{{heads}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/p5/frontier/{{heads}}.tsv"
-    threads: config["threads"]
+    threads: bench_threads(P5.bench_settings())
     script:
         "../scripts/p5_frontier.py"
 
@@ -115,7 +115,7 @@ rule p5_decode:
         f"{LOGS}/p5/decode/{{task}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/p5/decode/{{task}}.tsv"
-    threads: config["threads"]
+    threads: bench_threads(P5.bench_settings())
     script:
         "../scripts/p5_decode.py"
 
