@@ -82,9 +82,13 @@ def _train_p1(rank, world, strategy, out_dir, cfg_kw, kill_at=None):
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_processes_match_one(tmp_path, strategy, record_property):
     """Global batch 4 = 4 micro-batches of 1 row in one process, 2 per process in two: same curve, same weights.
-    The token counts (weights) of each step must be identical; loss and grad norm within float tolerance."""
-    one = run_ranks(1, _train_p1, tmp_path, "none", tmp_path / "one", {})[0]
-    two = run_ranks(2, _train_p1, tmp_path, strategy, tmp_path / "two", {})
+    The token counts (weights) of each step must be identical; loss and grad norm within float tolerance. In fp32:
+    under bf16 autocast, FSDP2's reduce-scatter sums the gradients in another order than one process (last-bit
+    differences), and once AdamW has moved the weights by them, a weight that lands on the other side of a bf16
+    rounding boundary is cast one bf16 step apart (measured on an Intel Xeon with AMX: the losses equal for 3 steps,
+    then 4.2792 against 4.2787 at step 4); the bf16 runs' resume is checked bit for bit below."""
+    one = run_ranks(1, _train_p1, tmp_path, "none", tmp_path / "one", {"precision": "fp32"})[0]
+    two = run_ranks(2, _train_p1, tmp_path, strategy, tmp_path / "two", {"precision": "fp32"})
     c1, c2 = curves(tmp_path / "one"), curves(tmp_path / "two")
     assert [(r["weight"], r["tokens"], r["lr"]) for r in c1] == [(r["weight"], r["tokens"], r["lr"]) for r in c2]
     d_loss = max_diff(c1, c2, ("loss",))
