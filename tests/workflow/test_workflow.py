@@ -81,22 +81,34 @@ TIMED_RULES = {
 }  # fmt: skip
 
 
-def test_embedded_timed_jobs_run_alone_and_the_others_side_by_side(tmp_path):
-    """On 2 cores (`snakemake -c 2 all` of config.yaml) every job that times decoding holds both cores (its bench
-    threads), so nothing runs beside it; every other job takes config `threads` (1), two side by side."""
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    assert cfg["threads"] == 1 and cfg["bench"]["threads"] == 2
-    out = snakemake(tmp_path, "all", "-n", "-c", "2", "--configfile", str(REPO / "config.yaml")).stdout
+def _rule_threads(out: str) -> dict[str, set[int]]:
+    """Rule -> the `threads` of its jobs in a `snakemake -n -c N` output (Snakemake prints them only above 1)."""
     threads: dict[str, set[int]] = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
         m = re.match(r"(?:local)?rule (\w+):", block)
-        if m:  # Snakemake prints `threads:` only above 1
+        if m:
             t = re.search(r"^\s+threads: (\d+)$", block, re.M)
             threads.setdefault(m.group(1), set()).add(int(t.group(1)) if t else 1)
+    return threads
+
+
+def test_timed_jobs_run_alone_and_the_others_side_by_side(tmp_path):
+    """`snakemake -c 3 all` of config.yaml: every job that times decoding holds all 3 cores (`bench.alone`), more
+    than its 2 bench threads, so nothing runs beside it; every other job takes config `threads` (1), side by side.
+    The tiny config (`bench.alone` false) lets the timed jobs share the cores: all its jobs take 1 thread."""
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert cfg["threads"] == 1 and cfg["bench"]["threads"] == 2
+    threads = _rule_threads(
+        snakemake(tmp_path, "all", "-n", "-c", "3", "--configfile", str(REPO / "config.yaml")).stdout
+    )
     timed = TIMED_RULES & set(threads)
     assert {"decode_prompts", "leaderboard_decode", "p3_decode", "p4_speed", "p5_decode", "p5_frontier"} <= timed
-    assert {r: t for r, t in threads.items() if r in timed and t != {2}} == {}
+    assert {r: t for r, t in threads.items() if r in timed and t != {3}} == {}
     assert {r: t for r, t in threads.items() if r not in timed and t != {1}} == {}
+    (tmp_path / "tiny").mkdir()
+    tiny = snakemake(tmp_path / "tiny", "all", "-n", "-c", "2", "--configfile", str(REPO / "config/tiny.yaml")).stdout
+    threads = _rule_threads(tiny)
+    assert TIMED_RULES & set(threads) and {r: t for r, t in threads.items() if t != {1}} == {}
 
 
 def test_lint_is_clean_except_conda():

@@ -7,6 +7,7 @@ from snakemake.exceptions import WorkflowError
 from mtp_core.models import plan as model_plan
 from mtp_core.train import finetune
 from mtp_core.config import layout, registry
+from mtp_core.config.plan import BENCH_KEYS
 from mtp_core.bench.leaderboard.plan import targets as leaderboard_targets
 from mtp_core.config.settings import ConfigError, hub_mirror_path, model_spec, validate_schema
 from mtp_core.config.settings import dataset_on_bad_row as on_bad_row_of
@@ -44,10 +45,19 @@ def training_threads(launcher_settings):
 
 
 def bench_threads(bench):
-    """The `threads` of each job that times decoding (the bench protocol; paper 5's prices), the torch threads of
-    its `bench` settings, so that Snakemake runs nothing beside it on those cores. Every other job takes config
-    `threads`; on a laptop with `threads` below `bench.threads` they run side by side and the timed jobs alone."""
-    return int(bench["threads"])
+    """The `threads` of each job that times decoding (the bench protocol; paper 5's prices): all the cores of a run
+    on this machine (`--cores`), so that Snakemake runs nothing beside it whatever the core count (config
+    `bench.alone`), and the torch threads of its `bench` settings elsewhere (a cluster job's request, a dry run
+    without `--cores`, `bench.alone` false). The job itself decodes on `bench.threads` threads either way. Every other job takes config `threads`; on a laptop with
+    `threads` below `bench.threads` they run side by side and the timed jobs alone."""
+    threads = int(bench["threads"])
+    if not config["bench"]["alone"] or not workflow.local_exec or workflow.remote_exec:
+        return threads
+    try:
+        cores = workflow.cores
+    except WorkflowError:  # no --cores given (a dry run)
+        return threads
+    return max(threads, cores) if cores < sys.maxsize else threads
 
 
 def enabled_papers():

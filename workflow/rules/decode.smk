@@ -14,7 +14,7 @@ rule decode_prompts:
     params:
         decoders=config["decoding"]["decoders"],
         settings={k: v for k, v in config["decoding"].items() if k in ("max_new_tokens", "batch_size")},
-        bench=config["bench"],
+        bench={k: config["bench"][k] for k in BENCH_KEYS},
     wildcard_constraints:
         model=wildcard_choice([config["decoding"]["model"]]),
         prompt_set=wildcard_choice(config["decoding"]["prompt_sets"]),
