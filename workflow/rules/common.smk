@@ -34,6 +34,14 @@ RESULTS = layout.RESULTS
 LOGS = f"{RESULTS}/logs"
 
 
+# The `priority` of every job on the way to a trained model (its data, its base model, paper 2's features, paper 5's
+# self-distilled rows, the fine-tune and the trainings); every other job has 0. Trainings are the longest jobs at
+# every scale, so Snakemake starts them before the decoding and evaluation jobs ready beside them: the chains behind
+# them start sooner, and the jobs that time decoding, which run alone, come at the end instead of holding back a
+# training.
+TRAINING_PATH_PRIORITY = 10
+
+
 def training_threads(launcher_settings):
     """The `threads` of the training rules, local rules that submit a training and wait for it. When the launcher
     runs the training on this machine (`cluster` local or debug, local by default: `LauncherConfig`) they hold the

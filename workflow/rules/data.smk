@@ -21,6 +21,7 @@ rule prepare_math:
         f"{LOGS}/data/prepare_math/{{dataset}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/data/prepare_math/{{dataset}}.tsv"
+    priority: TRAINING_PATH_PRIORITY
     threads: 1
     resources:
         mem_mb=4000 if SCALE != "paper" else 16000,
@@ -45,6 +46,7 @@ rule chat_rows:
         f"{LOGS}/data/chat_rows/{{dataset}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/data/chat_rows/{{dataset}}.tsv"
+    priority: TRAINING_PATH_PRIORITY
     threads: 1
     resources:
         mem_mb=4000 if SCALE != "paper" else 32000,
@@ -75,6 +77,7 @@ rule prepare_shards:
         f"{LOGS}/data/prepare_shards/{{dataset}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/data/prepare_shards/{{dataset}}.tsv"
+    priority: TRAINING_PATH_PRIORITY
     threads: config["threads"]
     resources:
         mem_mb=4000 if SCALE != "paper" else 32000,

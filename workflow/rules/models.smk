@@ -17,6 +17,7 @@ rule prepare_model:
         f"{LOGS}/prepare_model/{{model}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/prepare_model/{{model}}.tsv"
+    priority: TRAINING_PATH_PRIORITY
     threads: 1
     script:
         "../scripts/prepare_model.py"
@@ -42,6 +43,7 @@ rule finetune_model:
     benchmark:  # wall clock of submit + wait (the training itself when local; its own cost: train.json.cost.json)
         f"{RESULTS}/benchmarks/finetune_model/{{model}}.tsv"
     localrule: True
+    priority: TRAINING_PATH_PRIORITY
     threads: training_threads(lambda wc: model_plan.launcher_settings(config, wc.model))
     resources:
         submitit_jobs=1,

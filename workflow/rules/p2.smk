@@ -23,6 +23,7 @@ rule p2_features:
         f"{LOGS}/p2/features/{{key}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/p2/features/{{key}}.tsv"
+    priority: TRAINING_PATH_PRIORITY
     threads: config["threads"]
     script:
         "../scripts/p2_features.py"

@@ -25,6 +25,7 @@ rule p5_split:
         f"{LOGS}/p5/split.log",
     benchmark:
         f"{RESULTS}/benchmarks/p5/split.tsv"
+    priority: TRAINING_PATH_PRIORITY
     threads: 1
     script:
         "../scripts/p5_split.py"
@@ -44,6 +45,7 @@ rule p5_selfdistill:
         f"{LOGS}/p5/selfdistill.log",
     benchmark:
         f"{RESULTS}/benchmarks/p5/selfdistill.tsv"
+    priority: TRAINING_PATH_PRIORITY
     threads: config["threads"]
     script:
         "../scripts/p5_selfdistill.py"

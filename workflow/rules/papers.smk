@@ -42,6 +42,7 @@ def declare_paper_rules(plan):
             benchmark:
                 f"{RESULTS}/benchmarks/{p}/train/{{run}}.tsv"
             localrule: True
+            priority: TRAINING_PATH_PRIORITY
             threads: training_threads(lambda wc: plan.launcher_settings(wc.run))
             resources:  # where and how it trains: moving it to another cluster or partition must not retrain it
                 submitit_jobs=1,
