@@ -94,17 +94,19 @@ def _rule_threads(out: str) -> dict[str, set[int]]:
 
 def test_timed_jobs_run_alone_and_the_others_side_by_side(tmp_path):
     """`snakemake -c 3 all` of config.yaml: every job that times decoding holds all 3 cores (`bench.alone`), more
-    than its 2 bench threads, so nothing runs beside it; every other job takes config `threads` (1), side by side.
-    The tiny config (`bench.alone` false) lets the timed jobs share the cores: all its jobs take 1 thread."""
+    than its 2 bench threads, so nothing runs beside it; the shared fine-tune holds the 2 threads it trains on
+    (its `train.threads`); every other job takes config `threads` (1), side by side. The tiny config (`bench.alone`
+    false) lets the timed jobs share the cores: all its jobs take 1 thread."""
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     assert cfg["threads"] == 1 and cfg["bench"]["threads"] == 2
+    assert cfg["models"]["smollm2-135m-math"]["train"]["threads"] == 2
     threads = _rule_threads(
         snakemake(tmp_path, "all", "-n", "-c", "3", "--configfile", str(REPO / "config.yaml")).stdout
     )
     timed = TIMED_RULES & set(threads)
     assert {"decode_prompts", "leaderboard_decode", "p3_decode", "p4_speed", "p5_decode", "p5_frontier"} <= timed
     assert {r: t for r, t in threads.items() if r in timed and t != {3}} == {}
-    assert {r: t for r, t in threads.items() if r not in timed and t != {1}} == {}
+    assert {r: t for r, t in threads.items() if r not in timed and t != {1}} == {"finetune_model": {2}}
     (tmp_path / "tiny").mkdir()
     tiny = snakemake(tmp_path / "tiny", "all", "-n", "-c", "2", "--configfile", str(REPO / "config/tiny.yaml")).stdout
     threads = _rule_threads(tiny)

@@ -42,14 +42,22 @@ LOGS = f"{RESULTS}/logs"
 TRAINING_PATH_PRIORITY = 10
 
 
-def training_threads(launcher_settings):
+def training_threads(launcher_settings, settings):
     """The `threads` of the training rules, local rules that submit a training and wait for it. When the launcher
     runs the training on this machine (`cluster` local or debug, local by default: `LauncherConfig`) they hold the
-    cores it takes (config `threads`), so that Snakemake does not start a second job on them; 1 when they only wait
-    on Slurm. `launcher_settings(wildcards)` gives the run's launcher settings."""
-    return lambda wildcards: (
-        1 if LauncherConfig.from_dict(launcher_settings(wildcards)).cluster == "slurm" else config["threads"]
-    )
+    cores it takes, its processes (`nodes` x `tasks_per_node`) times the torch threads of each (`train.threads` of
+    its settings, config `threads` by default), so that Snakemake starts nothing else on them; 1 when they only wait
+    on Slurm. `launcher_settings(wildcards)` and `settings(wildcards)` give the run's launcher and training
+    settings."""
+
+    def threads(wildcards):
+        launcher = LauncherConfig.from_dict(launcher_settings(wildcards))
+        if launcher.cluster == "slurm":
+            return 1
+        per_task = settings(wildcards)["train"].get("threads") or config["threads"]
+        return launcher.nodes * launcher.tasks_per_node * int(per_task)
+
+    return threads
 
 
 def bench_threads(bench):

@@ -23,6 +23,11 @@ rule prepare_model:
         "../scripts/prepare_model.py"
 
 
+finetune_threads = training_threads(
+    lambda wc: model_plan.launcher_settings(config, wc.model), lambda wc: finetune.finetune_settings(config, wc.model)
+)
+
+
 # Fine-tuned models (`source: finetuned`, mtp_core.models.plan and mtp_core.train.finetune): the base model trained on a dataset's train split
 # through the submitit launcher (method sft), like paper 1's trainings: a local rule that submits and waits;
 # checkpoints/ and train.json.job.json must survive a killed rule, so only the record and the model are outputs.
@@ -44,7 +49,7 @@ rule finetune_model:
         f"{RESULTS}/benchmarks/finetune_model/{{model}}.tsv"
     localrule: True
     priority: TRAINING_PATH_PRIORITY
-    threads: training_threads(lambda wc: model_plan.launcher_settings(config, wc.model))
+    threads: finetune_threads
     resources:
         submitit_jobs=1,
         launcher=lambda wc: shell_json(model_plan.launcher_settings(config, wc.model)),

@@ -43,7 +43,7 @@ def declare_paper_rules(plan):
                 f"{RESULTS}/benchmarks/{p}/train/{{run}}.tsv"
             localrule: True
             priority: TRAINING_PATH_PRIORITY
-            threads: training_threads(lambda wc: plan.launcher_settings(wc.run))
+            threads: training_threads(lambda wc: plan.launcher_settings(wc.run), lambda wc: plan.run_settings(wc.run))
             resources:  # where and how it trains: moving it to another cluster or partition must not retrain it
                 submitit_jobs=1,
                 launcher=lambda wc: shell_json(plan.launcher_settings(wc.run)),
