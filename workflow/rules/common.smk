@@ -64,8 +64,7 @@ def bench_threads(bench):
     """The `threads` of each job that times decoding (the bench protocol; paper 5's prices): all the cores of a run
     on this machine (`--cores`), so that Snakemake runs nothing beside it whatever the core count (config
     `bench.alone`), and the torch threads of its `bench` settings elsewhere (a cluster job's request, a dry run
-    without `--cores`, `bench.alone` false). The job itself decodes on `bench.threads` threads either way. Every other job takes config `threads`; on a laptop with
-    `threads` below `bench.threads` they run side by side and the timed jobs alone."""
+    without `--cores`, `bench.alone` false). The job itself decodes on `bench.threads` threads either way."""
     threads = int(bench["threads"])
     if not config["bench"]["alone"] or not workflow.local_exec or workflow.remote_exec:
         return threads

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from ...config import registry
+from ...config.plan import BENCH_KEYS
 from ...config.registry import LeaderboardEntry
 from ...config.settings import ConfigError
 from ...decoding.catalog import check_decoder
@@ -28,7 +29,6 @@ from ...models.plan import model_dir
 RESULTS = "results"
 REFERENCE = "greedy"
 COMPILED_REFERENCE = "greedy-compiled"  # greedy on the compiled backend (`decoding.static`): the strong baseline
-BENCH_KEYS = ("warmup", "repeats", "threads")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
