@@ -40,14 +40,15 @@ venv: $(STAMP)
 
 run: venv
 	$(OFFLINE) $(BIN)/snakemake --cores $(CORES) all
-	$(MAKE) report RUN_COMMAND="make run"
+	$(MAKE) report RUN_COMMAND="make run" RUN_LOG="$$(ls -t .snakemake/log/*.snakemake.log | head -1)"
 
 # Snakemake's HTML report of the run in results/, and its dated results page in docs/results/ (provenance, job
-# costs, every table: mtp_core.results.page)
+# costs, every table: mtp_core.results.page; with RUN_LOG, the run's Snakemake log, as `make run` passes it, also
+# how the run held its cores)
 RUN_COMMAND ?= snakemake --cores $(CORES) all
 report: venv
 	$(OFFLINE) $(BIN)/snakemake --cores 1 --report results/report.html all
-	$(BIN)/python -m mtp_core.results.page --results results --command '$(RUN_COMMAND)'
+	$(BIN)/python -m mtp_core.results.page --results results --command '$(RUN_COMMAND)' $(if $(RUN_LOG),--log '$(RUN_LOG)')
 
 test: venv
 	$(OFFLINE) $(SLURM_STAGE) --background $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder

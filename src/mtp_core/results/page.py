@@ -1,6 +1,7 @@
 """A dated results page of one run: where it ran (date, commit, machine, command, scale), what its jobs cost
-(`job_times`), every table it built (each table's markdown, verbatim) and the figures beside them. The numbers
-the docs quote come from such pages, written from `results/`, never copied by hand.
+(`job_times`) and, given its Snakemake log, how it held its cores (`core_usage`), every table it built (each
+table's markdown, verbatim) and the figures beside them. The numbers the docs quote come from such pages, written
+from `results/`, never copied by hand.
 
     python -m mtp_core.results.page --command "make run"      # writes docs/results/<date>-<scale>.md
     python -m mtp_core.results.page --results /tmp/run/results --command "snakemake -c2 all" --out page.md
@@ -20,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 from ..io import atomic_write_text
+from .core_usage import free_stretches, job_spans, provided_cores, usage_summary
 from .job_times import job_times, summary
 
 PAGES = Path("docs/results")  # where `make run` keeps them, one per run
@@ -86,9 +88,36 @@ def _cost(results: Path) -> list[str]:
     ]
 
 
-def results_page(results: Path, command: str, *, date: str, commit: str, where: str, scale: str, note: str = "") -> str:
+def _cores(log: Path) -> list[str]:
+    cores = provided_cores(log)
+    stretches = free_stretches(job_spans(log), cores)
+    use = usage_summary(stretches, cores)
+    stretches["free_core_min"] = stretches["seconds"] * stretches["free"] / 60
+    worst = stretches[stretches["free"] > 0].nlargest(5, "free_core_min")
+    worst = worst.assign(start_min=worst["start_s"] / 60, min=worst["seconds"] / 60)
+    return [
+        f"How the run held its cores, from its Snakemake log (`benchmarks/job_times.py --log`): {use['elapsed_min']:.1f}"
+        f" min on {cores} cores, {use['core_min']:.1f} core-minutes, of which the jobs' declared threads held "
+        f"{use['held_core_min']:.1f} and {use['free_core_min']:.1f} were free."
+        + (" The longest stretches with a free core:" if len(worst) else ""),
+        "",
+        *([worst[["start_min", "min", "free", "jobs"]].round(1).to_markdown(index=False)] if len(worst) else []),
+    ]
+
+
+def results_page(
+    results: Path,
+    command: str,
+    *,
+    date: str,
+    commit: str,
+    where: str,
+    scale: str,
+    note: str = "",
+    log: Path | None = None,
+) -> str:
     """The page's markdown (module docstring); `scale`: `run_scale(results)`; `note`: a line on how the run went
-    (elapsed time, load)."""
+    (elapsed time, load); `log`: the run's Snakemake log (a local run), for how it held its cores."""
     lines = [
         f"# Results of a run at {scale} scale, {date}",
         "",
@@ -108,6 +137,7 @@ def results_page(results: Path, command: str, *, date: str, commit: str, where: 
         "",
         *_cost(results),
         "",
+        *([*_cores(log), ""] if log else []),
         "## Tables",
     ]
     tables = sorted((results / "tables").glob("**/*.md"), key=_natural)
@@ -133,12 +163,15 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--command", required=True, help="the command that produced the run, as typed")
     ap.add_argument("--out", type=Path, default=PAGES, help="a .md file, or a folder for <date>-<scale>.md")
     ap.add_argument("--note", default="", help="a line on how the run went, e.g. its elapsed time and the load")
+    ap.add_argument("--log", type=Path, help="the run's Snakemake log (.snakemake/log/): how it held its cores")
     args = ap.parse_args(argv)
     if not args.results.is_dir():
         ap.error(f"--results {args.results}: no such directory")
     date, scale = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), run_scale(args.results)
     commit, where = git_commit(Path.cwd()), machine()
-    page = results_page(args.results, args.command, date=date, commit=commit, where=where, scale=scale, note=args.note)
+    page = results_page(
+        args.results, args.command, date=date, commit=commit, where=where, scale=scale, note=args.note, log=args.log
+    )
     out = args.out if args.out.suffix == ".md" else args.out / f"{date}-{scale}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, page)

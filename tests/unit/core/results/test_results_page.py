@@ -10,6 +10,8 @@ import pytest
 
 from mtp_core.results import page as rp
 
+from .test_core_usage import LOG
+
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 TABLES = {
     "base/decoding": "| decoder | tok/s |\n|---|---|\n| greedy | 41.5 |",
@@ -84,3 +86,19 @@ def test_scales_and_an_untimed_run(tmp_path):
     page = rp.results_page(root, "x", date="d", commit="c", where="w", scale=rp.run_scale(root))
     assert "| scale | embedded+tiny |" in page
     assert "No benchmark files" in page and "The run built no table." in page and "The run drew no figure." in page
+
+
+def test_how_the_run_held_its_cores(results, tmp_path):
+    """From the hand-written log of test_core_usage: 40 s on 2 cores, 50 of 80 core-seconds held; the free
+    stretches by free core-seconds: b's 20 s, then a's 10 s."""
+    log = tmp_path / "run.snakemake.log"
+    log.write_text(LOG)
+    page = rp.results_page(results, "x", date="d", commit="c", where="w", scale="tiny", log=log)
+    assert "0.7 min on 2 cores, 1.3 core-minutes, of which the jobs' declared threads held 0.8 and 0.5 were free" in page
+    rows = [line for line in page.splitlines() if line.startswith("|") and ("b[run=main]" in line or "| a " in line)]
+    assert [[c.strip() for c in r.strip("|").split("|")] for r in rows] == [
+        ["0.2", "0.3", "1", "b[run=main]"],
+        ["0", "0.2", "1", "a"],
+    ]
+    assert page.index("How the run held its cores") < page.index("## Tables")
+    assert "How the run held its cores" not in rp.results_page(results, "x", date="d", commit="c", where="w", scale="t")
