@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mtp_core.results.core_usage import free_stretches, job_spans, provided_cores, usage_summary
+from mtp_core.results.core_usage import log_usage
 from mtp_core.results.job_times import job_times, split_leaderboard, summary
 
 
@@ -35,17 +35,14 @@ def main() -> None:
     if args.csv:
         table.to_csv(args.csv)
     if args.log:
-        cores = provided_cores(args.log)
-        stretches = free_stretches(job_spans(args.log), cores)
-        use = usage_summary(stretches, cores)
+        cores, stretches, use = log_usage(args.log)
         print(
             f"\n{use['elapsed_min']:.1f} min on {cores} cores ({use['core_min']:.1f} core-min): the jobs' threads held "
             f"{use['held_core_min']:.1f}, {use['free_core_min']:.1f} free; the jobs used {jobs['cpu_s'].sum() / 60:.1f} "
             "CPU-min (benchmark files)\n"
         )
-        free = stretches[(stretches["free"] > 0) & (stretches["seconds"] >= args.min_seconds)].copy()
-        free["start_min"], free["min"] = (free["start_s"] / 60).round(1), (free["seconds"] / 60).round(1)
-        print(free[["start_min", "min", "free", "jobs"]].to_markdown(index=False))
+        free = stretches[(stretches["free"] > 0) & (stretches["seconds"] >= args.min_seconds)]
+        print(free[["start_min", "min", "free", "jobs"]].round(1).to_markdown(index=False))
 
 
 if __name__ == "__main__":

@@ -36,4 +36,3 @@ def make_figure(name: str, results: Sequence[str | os.PathLike], png: str, pdf: 
         raise ValueError(f"unknown figure {name!r}; known: {sorted(FIGURES)}")
     FIGURES[name](load_results(results), png, pdf)
     log.info("figure %s: %d result files -> %s, %s", name, len(results), png, pdf)
-

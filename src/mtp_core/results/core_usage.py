@@ -68,17 +68,20 @@ def job_spans(log: Path) -> pd.DataFrame:
 
 
 def free_stretches(spans: pd.DataFrame, cores: int) -> pd.DataFrame:
-    """The run second by second from its first start to its last end, merged into stretches over which the same
-    jobs ran: start_s, seconds, held (their threads, at most `cores`) and free cores, and the jobs (`rule[wildcards]`)."""
+    """The run from its first start to its last end in stretches over which the same jobs ran: start_s, seconds,
+    held (their threads, at most `cores`) and free cores, and the jobs (`rule[wildcards]`). A stretch ends wherever a
+    job starts or ends (whole seconds)."""
+    edges = sorted(set(spans["start_s"]) | set(spans["end_s"]))
     rows: list[dict] = []
-    for second in range(int(spans["end_s"].max())):
-        running = spans[(spans["start_s"] <= second) & (spans["end_s"] > second)]
+    for start, end in zip(edges, edges[1:], strict=False):
+        running = spans[(spans["start_s"] <= start) & (spans["end_s"] > start)]
         names = ", ".join(f"{r.rule}[{r.wildcards}]" if r.wildcards else r.rule for r in running.itertuples())
         held = min(int(running["threads"].sum()), cores)
         if rows and rows[-1]["jobs"] == names:
-            rows[-1]["seconds"] += 1
+            rows[-1]["seconds"] += int(end - start)
         else:
-            rows.append({"start_s": second, "seconds": 1, "held": held, "free": cores - held, "jobs": names})
+            rows.append({"start_s": int(start), "seconds": int(end - start), "held": held, "free": cores - held,
+                         "jobs": names})  # fmt: skip
     return pd.DataFrame(rows, columns=["start_s", "seconds", "held", "free", "jobs"])
 
 
@@ -92,3 +95,16 @@ def usage_summary(stretches: pd.DataFrame, cores: int) -> dict[str, float]:
         "held_core_min": held / 60,
         "free_core_min": (cores * elapsed - held) / 60,
     }
+
+
+def log_usage(log: Path) -> tuple[int, pd.DataFrame, dict[str, float]]:
+    """From a local run's Snakemake log: its cores, its `free_stretches` (with start_min, min and the free
+    core-minutes of each) and their `usage_summary`."""
+    cores = provided_cores(log)
+    stretches = free_stretches(job_spans(log), cores)
+    stretches = stretches.assign(
+        start_min=stretches["start_s"] / 60,
+        min=stretches["seconds"] / 60,
+        free_core_min=stretches["seconds"] * stretches["free"] / 60,
+    )
+    return cores, stretches, usage_summary(stretches, cores)

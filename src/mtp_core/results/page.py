@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from ..io import atomic_write_text
-from .core_usage import free_stretches, job_spans, provided_cores, usage_summary
+from .core_usage import log_usage
 from .job_times import job_times, summary
 
 PAGES = Path("docs/results")  # where `make run` keeps them, one per run
@@ -89,12 +89,8 @@ def _cost(results: Path) -> list[str]:
 
 
 def _cores(log: Path) -> list[str]:
-    cores = provided_cores(log)
-    stretches = free_stretches(job_spans(log), cores)
-    use = usage_summary(stretches, cores)
-    stretches["free_core_min"] = stretches["seconds"] * stretches["free"] / 60
+    cores, stretches, use = log_usage(log)
     worst = stretches[stretches["free"] > 0].nlargest(5, "free_core_min")
-    worst = worst.assign(start_min=worst["start_s"] / 60, min=worst["seconds"] / 60)
     return [
         f"How the run held its cores, from its Snakemake log (`benchmarks/job_times.py --log`): {use['elapsed_min']:.1f}"
         f" min on {cores} cores, {use['core_min']:.1f} core-minutes, of which the jobs' declared threads held "
