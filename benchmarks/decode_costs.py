@@ -57,7 +57,7 @@ from mtp_core.models.heads.hydra import HydraHeads  # noqa: E402
 from mtp_core.models.load import load_model, tiny_tokenizer  # noqa: E402
 from mtp_core.papers.p4.settings import DMTDSpec  # noqa: E402
 from mtp_core.papers.p4.speed import measure_layer_costs, random_prompts  # noqa: E402
-from mtp_core.results.page import git_commit  # noqa: E402
+from mtp_core.results.page import cpu_flags, cpu_isa, cpu_name, git_commit  # noqa: E402
 from mtp_core.results.write import versions  # noqa: E402
 
 # the papers' models (papers 2 and 5: Vicuna-7B; paper 4: Qwen3-4B; the embedded scale: SmolLM2-135M)
@@ -232,12 +232,13 @@ def main() -> None:
     device = torch.device(args.device)
     start = time.perf_counter()
     cuda = device.type == "cuda"
-    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
-    where = {
-        "name": name,
-        "slug": name.lower().replace("nvidia ", "").replace(" ", "-") if cuda else "cpu",
-        "bandwidth": bandwidth(device),
-    }
+    if cuda:
+        name = torch.cuda.get_device_name(device)
+        slug = name.replace("NVIDIA ", "")
+    else:  # the kernels a CPU runs differ by its vector extension: a file per extension
+        name, isa = cpu_name(), cpu_isa(cpu_flags())
+        slug = f"cpu-{isa}" if isa else "cpu"
+    where = {"name": name, "slug": slug.lower().replace(" ", "-"), "bandwidth": bandwidth(device)}
     for shape in args.shapes:
         out = measure_shape(shape, args, device, where, start)
         if cuda:

@@ -54,13 +54,38 @@ def git_commit(repo: Path) -> str:
     return f"{head} (with uncommitted changes)" if dirty else head
 
 
-def machine() -> str:
-    """CPU model and logical CPUs, memory, GPUs (nvidia-smi), Python and torch versions."""
-    cpu = platform.processor() or platform.machine()
+# the widest vector extension a CPU reports, by its /proc/cpuinfo flag: it decides which kernels torch and inductor
+# run (and whether `precision: auto` trains in bf16), so runs on CPUs of one name but different extensions differ
+CPU_ISAS = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512f", "AVX-512"), ("avx2", "AVX2"))
+
+
+def cpu_isa(flags: set[str]) -> str | None:
+    """The widest of `CPU_ISAS` among a CPU's flags, or None."""
+    return next((name for flag, name in CPU_ISAS if flag in flags), None)
+
+
+def _cpuinfo(field: str) -> str | None:
+    """The first value of `field` in /proc/cpuinfo, or None (no such file or field)."""
     cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
-        cpu = names[0].strip() if names else cpu
+    found = re.search(rf"^{field}\s*:\s*(.+)$", cpuinfo.read_text(), re.M) if cpuinfo.is_file() else None
+    return found.group(1).strip() if found else None
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is missing)."""
+    return set((_cpuinfo("flags") or "").split())
+
+
+def cpu_name() -> str:
+    """The CPU's model name with its widest vector extension (`cpu_isa`), e.g. 'AMD EPYC (AVX2)'."""
+    name = _cpuinfo("model name") or platform.processor() or platform.machine()
+    isa = cpu_isa(cpu_flags())
+    return f"{name} ({isa})" if isa else name
+
+
+def machine() -> str:
+    """CPU model (`cpu_name`) and logical CPUs, memory, GPUs (nvidia-smi), Python and torch versions."""
+    cpu = cpu_name()
     try:
         ram = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB"
     except (ValueError, OSError, AttributeError):

@@ -102,3 +102,12 @@ def test_how_the_run_held_its_cores(results, tmp_path):
     ]
     assert page.index("How the run held its cores") < page.index("## Tables")
     assert "How the run held its cores" not in rp.results_page(results, "x", date="d", commit="c", where="w", scale="t")
+
+
+def test_a_cpu_is_named_by_its_widest_vector_extension():
+    """The extension decides the kernels (and bf16 training), so two CPUs of one model name tell apart by it."""
+    assert rp.cpu_isa({"fpu", "sse2", "avx2"}) == "AVX2"
+    assert rp.cpu_isa({"avx2", "avx512f", "avx512bw"}) == "AVX-512"
+    assert rp.cpu_isa({"avx2", "avx512f", "avx512_bf16"}) == "AVX-512 BF16"
+    assert rp.cpu_isa({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}) == "AMX"
+    assert rp.cpu_isa({"neon", "asimd"}) is None
