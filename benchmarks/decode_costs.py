@@ -20,7 +20,8 @@ For each `--shapes` entry (a hand-written config of a paper model, `SHAPES`), in
   leave DMTD's compiled layer segments whole (`decoding.layers.logits_and_hidden`), which this order shows.
 
 Sections after `--eager-only-after` seconds run eager only (compiling costs minutes a shape). Results are written
-after every section (atomically), to `--out`/<shape>_<device>.json.
+after every section (atomically), to `--out`/<shape>_<device>.json (a GPU by its name, a CPU by its widest vector
+extension: `cpu-avx2`, `cpu-avx-512`, ...; batch sizes above 1 add `_b<n>`).
 
     python benchmarks/decode_costs.py --device cuda --dtype bfloat16 --shapes qwen3-4b llama-7b --out DIR
     .venv/bin/python benchmarks/decode_costs.py --shapes smollm2-135m --new-tokens 32 --rows 1 4 8   # CPU check
