@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import platform
 import statistics
 import sys
 import time
@@ -42,6 +41,7 @@ from mtp_core.papers.p1.mask_token import add_mask_token  # noqa: E402
 from mtp_core.papers.p1.masks import build_blocked_batch  # noqa: E402
 from mtp_core.papers.p1.settings import P1Config, P1LossConfig  # noqa: E402
 from mtp_core.papers.p1.train import encode_examples, max_row_tokens  # noqa: E402
+from mtp_core.results.page import machine  # noqa: E402
 
 TINY = {
     "source": "tiny",
@@ -197,7 +197,7 @@ def main() -> None:
             "target": 1.6,
             "num_regions": p1.num_regions,
             "torch": torch.__version__,
-            "machine": platform.machine(),
+            "machine": machine(),  # the CPU with its vector extension, memory, torch
             "wall_s": time.perf_counter() - t_all,
         },
     )
