@@ -185,6 +185,12 @@ def _jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
                 yield row_no, BadRowError(path, row_no, f"undecodable line ({e})")
 
 
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON object of a file (UTF-8)."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def read_jsonl(
     path: str | os.PathLike,
     validate: Callable[[dict], None] | None = None,

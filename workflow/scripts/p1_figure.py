@@ -12,7 +12,7 @@ snakemake.output            png, pdf
 import pandas as pd
 
 from mtp_core.io import log_to_file
-from mtp_core.papers.p1.report import confidence_figure, dynamics_figure, pareto_figure
+from mtp_core.papers.p1.figures import confidence_figure, dynamics_figure, pareto_figure
 from mtp_core.results import load_results
 
 smk = snakemake

@@ -10,7 +10,7 @@ snakemake.output            png, pdf
 import pandas as pd
 
 from mtp_core.io import log_to_file
-from mtp_core.papers.p3.report import alignment_figure, category_figure, layer_curves
+from mtp_core.papers.p3.figures import alignment_figure, category_figure, layer_curves
 from mtp_core.results import load_results
 
 smk = snakemake

@@ -7,7 +7,8 @@ snakemake.output  png, pdf (fig5: fit)
 """
 
 from mtp_core.io import atomic_write_json, log_to_file
-from mtp_core.papers.p4.report import scaling_figure, speed_frame, speedup_figure, warmup_of
+from mtp_core.papers.p4.figures import scaling_figure, speedup_figure
+from mtp_core.papers.p4.report import speed_frame, warmup_of
 
 smk = snakemake
 log_to_file(smk.log[0])

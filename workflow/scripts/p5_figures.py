@@ -1,4 +1,4 @@
-"""Paper 5: Figures 1-5 in one job (`mtp_core.papers.p5.report`): acceptance frontier (1), throughput frontier (2),
+"""Paper 5: Figures 1-5 in one job (`mtp_core.papers.p5.figures`): acceptance frontier (1), throughput frontier (2),
 regimes (3), both frontiers for the other tasks (4, 5).
 
 snakemake.input:  the frontier files of the figures' tasks (`results/analysis/p5/<heads>/<task>/...`)
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from mtp_core.io import log_to_file
-from mtp_core.papers.p5.report import frontier_figure, regimes_figure
+from mtp_core.papers.p5.figures import frontier_figure, regimes_figure
 
 smk = snakemake
 log_to_file(smk.log[0])

@@ -1,4 +1,5 @@
-"""Figures: deterministic PNG + PDF (no timestamps), a shared style, grouped bars and trade-off curves.
+"""Figures: deterministic PNG + PDF (no timestamps), a shared style, grouped bars and trade-off curves, and the
+foundation's figures from result JSONs (`make_figure`, what the workflow script `make_figures.py` calls).
 
 Figures are built on `matplotlib.figure.Figure` directly (Agg canvas, no pyplot state), so nothing here depends
 on or changes the global backend.
@@ -6,9 +7,10 @@ on or changes the global backend.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import matplotlib as mpl
@@ -17,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..io import atomic_path
+from .read import load_results
 
 STYLE = {
     "font.size": 8,
@@ -152,6 +155,17 @@ def decoding_speed_figure(frame: pd.DataFrame, png: str | os.PathLike, pdf: str 
         title="Decoding speed (number above bar: tokens per forward pass)",
     )
     save_figure(fig, png, pdf)
+
+
+def make_figure(name: str, results: Sequence[str | os.PathLike], png: str, pdf: str) -> None:
+    """Build figure `name` (a key of FIGURES) from result JSONs; write `png` and `pdf`."""
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}; known: {sorted(FIGURES)}")
+    FIGURES[name](load_results(results), png, pdf)
+    logging.getLogger(__name__).info("figure %s: %d result files -> %s, %s", name, len(results), png, pdf)
+
+
+FIGURES: dict[str, Callable[[pd.DataFrame, str, str], None]] = {"decoding_speed": decoding_speed_figure}
 
 
 def _fmt(fmt: str, v: float) -> str:

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from ...io import read_json
 from ...results.figures import save_figure, style
 from ...train.curves import read_curves
 from .counters import pooled
-from .report import load_json, pooled_sets, run_counters, speed_frame
+from .report import pooled_sets, run_counters, speed_frame
 
 LOOP_METRICS = {"fig3": ("car", "ar"), "fig11": ("car",), "fig12": ("ar",), "fig13": ("car",), "fig14": ("car",)}
 NAMES = {"car": "cumulative acceptance rate (CAR)", "ar": "acceptance rate (AR)"}
@@ -215,7 +216,7 @@ def final_losses_series(params: dict) -> dict[str, dict[str, tuple[float, str]]]
     """Metric (loss_main, ce@1) -> run -> (its validation CE, "reference" | "lower" | "higher" than the first
     run's)."""
     runs: Sequence[str] = params["spec"]["runs"]
-    vals = {r: load_json(params["runs"][r]["validation"])["metrics"] for r in runs}
+    vals = {r: read_json(params["runs"][r]["validation"])["metrics"] for r in runs}
     out = {}
     for key, _ in FINAL_LOSSES:
         ref = vals[runs[0]][key]

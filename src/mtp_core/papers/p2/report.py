@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections.abc import Sequence
@@ -31,16 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...io import atomic_write_text, read_jsonl
+from ...io import atomic_write_text, read_json, read_jsonl
 from ...results.write import samples_path
 from .counters import HeadCounters, bootstrap_diff, pooled
 
 MISSING = "-"
-
-
-def load_json(path: str) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def prompt_counters(path: str) -> list[HeadCounters]:
@@ -195,7 +189,7 @@ def _accuracy(params: dict, run: str) -> tuple[float | None, float | None, int]:
     """Main-head accuracy on the prompt sets with answers (pooled), its standard error and n."""
     hits = []
     for ps in params["prompt_sets"]:
-        r = load_json(params["runs"][run]["reference"][ps])
+        r = read_json(params["runs"][run]["reference"][ps])
         acc = (r.get("metrics") or {}).get("accuracy")
         if acc is not None:
             hits += [acc["value"]] * int(r["n"])
@@ -211,7 +205,7 @@ def main_head_table(params: dict, csv: str, md: str, with_ar: bool) -> None:
     numeric, shown = [], []
     for run in params["spec"]["runs"]:
         f = params["runs"][run]
-        val = load_json(f["validation"])["metrics"]
+        val = read_json(f["validation"])["metrics"]
         acc, err, n = _accuracy(params, run)
         ident = _identical_to_base(params, run)
         num = {
@@ -258,7 +252,7 @@ def speed_frame(params: dict) -> pd.DataFrame:
     sp = params["speed"]
     rows = []
     for r in sp["rows"]:
-        res = load_json(sp["paths"][r["label"]])
+        res = read_json(sp["paths"][r["label"]])
         st = res["decode_stats"]
         base = {k: r[k] for k in ("label", "title", "run", "depth", "protocol")}
         per_set = {cat: c["speedup_vs_baseline"] for cat, c in res["per_category"].items()}
@@ -351,7 +345,7 @@ def hyper_table(params: dict, csv: str, md: str) -> None:
         f = params["runs"][run]
         t, m = f["train"], f["method"]
         loss = m.get("loss") or {}
-        rec = load_json(f["record"])
+        rec = read_json(f["record"])
         rows.append(
             {
                 "run": run,

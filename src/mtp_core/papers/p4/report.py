@@ -1,4 +1,5 @@
-"""Paper 4's tables and figures from result files (Tables 1-5, Figures 4-5) and the τ choice of the leaderboard.
+"""Paper 4's tables from result files (Tables 1-5; the frame of Figure 4 too, `speed_frame`; its figures:
+`figures`) and the τ choice of the leaderboard.
 
 * **Quality tables** (1, 2, 4, 5; `quality_table`): one row per (label, τ) of `plan.table_layout`, in the paper's
   layout (Table 2 in groups, Table 4 in a block per model); per column (the teacher-forced accuracy on the held-out
@@ -9,9 +10,6 @@
 * **Table 3** (`speed_table`): tokens/s per batch size of greedy ("Vanilla") and `dmtd` at each τ (τ = 1 is the
   same code path as the others: the cost twin), × vanilla measured (bench protocol) and modeled from measured layer
   costs (`speed.measure_layer_costs`), PLT and 1/PLT.
-* **Figure 4**: measured speed-up over vanilla by batch size, a bar per τ, the modeled speed-up as markers
-  and 1/PLT as dashed lines. **Figure 5**: training CE against training tokens (log x) per run, binned in
-  log-spaced bins after warm-up, with the fit loss = a + b·log10(tokens) (slope per decade, R²).
 * **τ choice** (`select_tau`): among the τ the speed job measured, the fastest at batch size `batch_size` whose
   teacher-forced retention (held-out split) is at least the threshold; none qualifying, the one of highest retention.
 """
@@ -28,19 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...io import atomic_write_json
-from ...results.figures import new_figure, save_figure, style
+from ...io import atomic_write_json, read_json
 from ...results.tables import PRIMARY_METRIC, Table
 from ...results.write import samples_path
 
 log = logging.getLogger(__name__)
 
 TF_KEY = "tf_acc,none"
-
-
-def _read(path: str | os.PathLike) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def metric_of(result: Mapping[str, Any], key: str | None) -> tuple[float, float, int]:
@@ -99,12 +91,12 @@ def quality_table(
             "tau": row["tau"],
         }
         if offsets:
-            tf = _read(row["files"][columns[0]])
+            tf = read_json(row["files"][columns[0]])
             for j in range(offsets):
                 rec[f"TF acc@{j}"] = metric_of(tf, f"tf_acc@{j},none")[0] if row["tau"] else math.nan
         ratios = []
         for col in columns:
-            res, van = _read(row["files"][col]), _read(row["vanilla"][col])
+            res, van = read_json(row["files"][col]), read_json(row["vanilla"][col])
             v, se, n = metric_of(res, metrics.get(col))
             v0, se0, _ = metric_of(van, metrics.get(col))
             name = titles.get(col, col)
@@ -115,7 +107,7 @@ def quality_table(
                 ratios.append((1.0, 0.0) if same and not math.isnan(v) else ratio_with_stderr(v, se, v0, se0))
         mean = float(np.mean([r for r, _ in ratios])) if ratios else math.nan
         err = math.sqrt(sum(e**2 for _, e in ratios if not math.isnan(e))) / len(ratios) if ratios else math.nan
-        settings = _read(row["files"][columns[0]]).get("settings") or {}
+        settings = read_json(row["files"][columns[0]]).get("settings") or {}
         p = 1.0 if row["tau"] == 0 else float(settings.get("plt", math.nan))
         generated = [row["files"][c] for c in columns[1:]]
         run_plt = 1.0 if row["tau"] == 0 else measured_plt(generated[0]) if generated else math.nan
@@ -134,10 +126,10 @@ def speed_frame(results: Mapping[tuple[int, str], str], layer_costs: Mapping[int
     """One row per (batch size, setting) of the speed job: tok/s, × vanilla (measured and modeled), PLT."""
     rows = []
     for (batch, setting), path in results.items():
-        r = _read(path)
+        r = read_json(path)
         params = (r.get("decoder") or {}).get("params") or {}
         tau = params.get("tau") if r["decoder"]["name"] == "dmtd" else None
-        costs = _read(layer_costs[batch]) if batch in layer_costs else {}
+        costs = read_json(layer_costs[batch]) if batch in layer_costs else {}
         modeled = (costs.get("modeled_speedup") or {}).get(str(tau), math.nan) if tau else 1.0
         p = (costs.get("plt") or {}).get(str(tau), math.nan) if tau else 1.0
         stats = r.get("decode_stats") or {}
@@ -179,101 +171,21 @@ def speed_table(frame: pd.DataFrame) -> Table:
     return Table(data, {}, digits)
 
 
-def speedup_figure(frame: pd.DataFrame, png: str, pdf: str) -> None:
-    """Figure 4: speed-up over vanilla by batch size, a bar per τ (modeled as markers, 1/PLT dashed)."""
-    dm = frame[frame["tau"].notna() & (frame["tau"] > 1)]
-    fig, ax = new_figure(5.0, 3.2)
-    batches = sorted(dm["batch"].unique())
-    taus = sorted(dm["tau"].unique())
-    width = 0.8 / max(1, len(taus))
-    with style():
-        for j, tau in enumerate(taus):
-            sub = dm[dm["tau"] == tau].set_index("batch").reindex(batches)
-            xs = np.arange(len(batches)) - 0.4 + (j + 0.5) * width
-            bars = ax.bar(xs, sub["speedup"], width, label=f"MTD{int(tau)}")
-            colour = bars.patches[0].get_facecolor() if bars.patches else None
-            ax.plot(xs, sub["modeled"], "o", color="black", markersize=3, label="modeled" if j == 0 else None)
-            ax.axhline(1 / sub["plt"].iloc[0], linestyle="--", linewidth=0.8, color=colour)
-        ax.axhline(1.0, color="gray", linewidth=0.8)
-        ax.set_xticks(range(len(batches)), [f"Batch={b}" for b in batches])
-        ax.set_ylabel("speed-up over vanilla")
-        ax.set_title("Speedup comparison (bars: measured; dots: modeled from layer costs; dashed: 1/PLT)")
-        ax.grid(axis="x", visible=False)
-        ax.legend(ncols=4, loc="upper left", bbox_to_anchor=(0, -0.12))
-    save_figure(fig, png, pdf)
-
-
-def binned_curve(curve: pd.DataFrame, warmup: int, bins: int) -> pd.DataFrame:
-    """Loss against training tokens after warm-up, averaged in `bins` log-spaced token bins."""
-    c = curve[(curve["step"] > warmup) & (curve["tokens_total"] > 0)]
-    if c.empty:
-        return pd.DataFrame(columns=["tokens", "loss"])
-    edges = np.logspace(np.log10(c["tokens_total"].min()), np.log10(c["tokens_total"].max()), bins + 1)
-    idx = np.clip(np.searchsorted(edges, c["tokens_total"], side="right") - 1, 0, bins - 1)
-    g = c.assign(bin=idx).groupby("bin")
-    return pd.DataFrame({"tokens": g["tokens_total"].mean(), "loss": g["loss"].mean()}).reset_index(drop=True)
-
-
 def warmup_of(summary: str | os.PathLike) -> int:
     """The warm-up steps a training ran (its `train_summary.json`: the TrainConfig as run, an epoch-based length
     and a warm-up ratio resolved)."""
-    return int(_read(summary)["config"]["warmup_steps"])
-
-
-def log_fit(points: pd.DataFrame) -> dict[str, float | int | None]:
-    """loss = a + b·log10(tokens): slope b per decade, intercept a, R², points."""
-    n = len(points)
-    if n < 2:
-        return {"slope": None, "intercept": None, "r2": None, "points": n}
-    x, y = np.log10(points["tokens"].to_numpy(float)), points["loss"].to_numpy(float)
-    b, a = np.polyfit(x, y, 1)
-    ss = float(((y - y.mean()) ** 2).sum())
-    r2 = 1 - float(((y - (a + b * x)) ** 2).sum()) / ss if ss > 0 else None
-    return {"slope": float(b), "intercept": float(a), "r2": r2, "points": n}
-
-
-def scaling_figure(curves: Mapping[str, tuple[str, int]], bins: int, png: str, pdf: str) -> dict[str, Any]:
-    """Figure 5 from `curves` = {title: (curves.csv, warm-up steps)}; returns the fit of every curve."""
-    fig, ax = new_figure(4.5, 3.2)
-    fits = {}
-    with style():
-        for title, (path, warmup) in curves.items():
-            pts = binned_curve(pd.read_csv(path), warmup, bins)
-            fit = log_fit(pts)
-            fits[title] = fit
-            line = ax.plot(
-                pts["tokens"],
-                pts["loss"],
-                "o-",
-                markersize=3,
-                linewidth=1,
-                label=title
-                if fit["slope"] is None
-                else f"{title} (slope {fit['slope']:.3f}/decade, R²={fit['r2']:.3f})",
-            )
-            if fit["slope"] is not None:
-                xs = np.array([pts["tokens"].min(), pts["tokens"].max()])
-                ax.plot(
-                    xs, fit["intercept"] + fit["slope"] * np.log10(xs), "--", linewidth=0.8, color=line[0].get_color()
-                )
-        ax.set_xscale("log")
-        ax.set_xlabel("training tokens")
-        ax.set_ylabel("cross-entropy loss (DMTD, training)")
-        ax.set_title("Scaling with training data")
-        ax.legend()
-    save_figure(fig, png, pdf)
-    return fits
+    return int(read_json(summary)["config"]["warmup_steps"])
 
 
 def select_tau(vanilla_tf: str, tf: Mapping[int, str], speed: Mapping[int, str], threshold: float) -> dict[str, Any]:
     """The leaderboard's τ (module docstring) from the teacher-forced results (`tf`: τ -> file, `vanilla_tf`) and
     the speed job's results at one batch size (`speed`: τ -> file)."""
-    v0, se0, _ = metric_of(_read(vanilla_tf), TF_KEY)
+    v0, se0, _ = metric_of(read_json(vanilla_tf), TF_KEY)
     cands = []
     for tau in sorted(set(tf) & set(speed)):
-        v, se, n = metric_of(_read(tf[tau]), TF_KEY)
+        v, se, n = metric_of(read_json(tf[tau]), TF_KEY)
         r, rse = ratio_with_stderr(v, se, v0, se0)
-        tps = (_read(speed[tau]).get("decode_stats") or {}).get("tokens_per_s")
+        tps = (read_json(speed[tau]).get("decode_stats") or {}).get("tokens_per_s")
         cands.append({"tau": tau, "retention": r, "retention_stderr": rse, "tokens_per_s": tps, "n": n})
     if not cands:
         raise ValueError("select_tau: no τ has both a teacher-forced and a speed result")

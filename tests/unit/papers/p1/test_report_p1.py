@@ -13,17 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from mtp_core.papers.p1.report import (
-    BASELINE_LABEL,
-    classify,
-    confidence_figure,
-    dynamics_figure,
-    is_percent,
-    p1_frame,
-    p1_table,
-    pareto_figure,
-    setting_label,
-)
+from mtp_core.papers.p1.figures import confidence_figure, dynamics_figure, pareto_figure
+from mtp_core.papers.p1.report import BASELINE_LABEL, classify, is_percent, p1_frame, p1_table, setting_label
 from mtp_core.results import load_results, write_table
 from mtp_core.results.write import make_result, write_result
 

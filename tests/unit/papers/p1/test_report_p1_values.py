@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mtp_core.papers.p1.report import dynamics_figure, p1_table, pareto_figure
+from mtp_core.papers.p1.figures import dynamics_figure, pareto_figure
+from mtp_core.papers.p1.report import p1_table
 from mtp_core.results import load_results
 from mtp_core.results.write import make_result, write_result
 

@@ -15,8 +15,8 @@ from mtp_core.papers.p3.alignment import (
     probe_layout,
     summarize,
 )
+from mtp_core.papers.p3.figures import layer_curves
 from mtp_core.papers.p3.probing import ProbingDecoder
-from mtp_core.papers.p3.report import layer_curves
 
 
 def test_layout_masks_see_prefix_and_themselves():

@@ -12,8 +12,9 @@ import yaml
 
 from mtp_core.config.settings import ConfigError
 from mtp_core.data.prompts import first_per_category
+from mtp_core.papers.p3.figures import alignment_figure, category_figure
 from mtp_core.papers.p3.plan import P3Plan
-from mtp_core.papers.p3.report import REFERENCE_TITLE, alignment_figure, category_figure, p3_table
+from mtp_core.papers.p3.report import REFERENCE_TITLE, p3_table
 from mtp_core.results import load_results, write_table
 from mtp_core.results.write import make_result, write_result
 from mtp_core.validation import load_config, validate_config

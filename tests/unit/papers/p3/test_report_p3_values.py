@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from mtp_core.papers.p3.alignment import summarize
-from mtp_core.papers.p3.report import REFERENCE_TITLE, alignment_figure, category_figure, layer_curves, p3_table
+from mtp_core.papers.p3.figures import alignment_figure, category_figure, layer_curves
+from mtp_core.papers.p3.report import REFERENCE_TITLE, p3_table
 from mtp_core.results import load_results
 from mtp_core.results.write import make_result, write_result
 
@@ -159,10 +160,10 @@ def test_table2_index_masks_and_branching(experiment):
 
 def drawn(monkeypatch, draw, *args):
     """The Figure `draw(*args, png, pdf)` builds (its saving replaced by a capture)."""
-    import mtp_core.papers.p3.report as p3_report
+    import mtp_core.papers.p3.figures as p3_figures
 
     captured = []
-    monkeypatch.setattr(p3_report, "save_figure", lambda fig, png, pdf: captured.append(fig))
+    monkeypatch.setattr(p3_figures, "save_figure", lambda fig, png, pdf: captured.append(fig))
     draw(*args, "f.png", "f.pdf")
     (fig,) = captured
     return fig

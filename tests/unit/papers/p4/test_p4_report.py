@@ -13,17 +13,9 @@ import pandas as pd
 import pytest
 
 from mtp_core.bench.prompt_sets import row_params
-from mtp_core.papers.p4 import report
-from mtp_core.papers.p4.report import (
-    binned_curve,
-    log_fit,
-    quality_table,
-    scaling_figure,
-    select_tau,
-    speed_frame,
-    speed_table,
-    speedup_figure,
-)
+from mtp_core.papers.p4 import figures
+from mtp_core.papers.p4.figures import binned_curve, log_fit, scaling_figure, speedup_figure
+from mtp_core.papers.p4.report import quality_table, select_tau, speed_frame, speed_table
 from mtp_core.results.write import make_result, write_result
 
 
@@ -239,10 +231,10 @@ def test_table3_every_column_by_hand(tmp_path):
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """The figures `report` draws, kept when saved."""
+    """The figures `figures` draws, kept when saved."""
     figs = []
-    save = report.save_figure
-    monkeypatch.setattr(report, "save_figure", lambda fig, png, pdf=None: (figs.append(fig), save(fig, png, pdf)))
+    save = figures.save_figure
+    monkeypatch.setattr(figures, "save_figure", lambda fig, png, pdf=None: (figs.append(fig), save(fig, png, pdf)))
     return figs
 
 

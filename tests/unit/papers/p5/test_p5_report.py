@@ -11,15 +11,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from mtp_core.io import atomic_write_jsonl
+from mtp_core.papers.p5.figures import _draw, acceptance_series, regimes_series, throughput_series
 from mtp_core.papers.p5.regimes import FEATURES
-from mtp_core.papers.p5.report import (
-    _draw,
-    acceptance_series,
-    regimes_series,
-    table1,
-    table2,
-    throughput_series,
-)
+from mtp_core.papers.p5.report import table1, table2
 
 
 def write_result(path, tps, speedup, modeled, per_forward, identical, samples, nll=None):
