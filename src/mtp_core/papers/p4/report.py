@@ -90,10 +90,9 @@ def quality_table(
             "label": row["label"],
             "tau": row["tau"],
         }
-        if offsets:
-            tf = read_json(row["files"][columns[0]])
-            for j in range(offsets):
-                rec[f"TF acc@{j}"] = metric_of(tf, f"tf_acc@{j},none")[0] if row["tau"] else math.nan
+        first = read_json(row["files"][columns[0]])  # the teacher-forced result where there are offsets
+        for j in range(offsets):
+            rec[f"TF acc@{j}"] = metric_of(first, f"tf_acc@{j},none")[0] if row["tau"] else math.nan
         ratios = []
         for col in columns:
             res, van = read_json(row["files"][col]), read_json(row["vanilla"][col])
@@ -107,7 +106,7 @@ def quality_table(
                 ratios.append((1.0, 0.0) if same and not math.isnan(v) else ratio_with_stderr(v, se, v0, se0))
         mean = float(np.mean([r for r, _ in ratios])) if ratios else math.nan
         err = math.sqrt(sum(e**2 for _, e in ratios if not math.isnan(e))) / len(ratios) if ratios else math.nan
-        settings = read_json(row["files"][columns[0]]).get("settings") or {}
+        settings = first.get("settings") or {}
         p = 1.0 if row["tau"] == 0 else float(settings.get("plt", math.nan))
         generated = [row["files"][c] for c in columns[1:]]
         run_plt = 1.0 if row["tau"] == 0 else measured_plt(generated[0]) if generated else math.nan
